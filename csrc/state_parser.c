@@ -1,0 +1,468 @@
+/* Bounds-checked parser for procgen get_state() bytes; see state_parser.h. */
+#include "state_parser.h"
+
+#include <string.h>
+
+#define PE_TERMINATOR ((int32_t)0xCAFECAFEu)
+#define PE_OPTIONS_AT 8          /* options start at 8 + name length */
+#define PE_OPTIONS_BYTES 68
+#define PE_STEP_BYTES 60
+#define PE_BASE_BYTES 76
+#define PE_CAMERA_BYTES 48       /* 9 camera fields + grid w, h, count */
+
+/* Little-endian reads that never assume alignment. */
+static inline uint32_t read_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static inline int32_t read_i32(const uint8_t *p) {
+    uint32_t u = read_u32(p);
+    int32_t v;
+    memcpy(&v, &u, 4);
+    return v;
+}
+static inline float read_f32(const uint8_t *p) {
+    uint32_t u = read_u32(p);
+    float v;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
+/* ---- the header and base scalars, as data ---- */
+
+typedef enum { ANCHOR_STEP, ANCHOR_OPTIONS, ANCHOR_BASE, ANCHOR_CAMERA } anchor;
+typedef struct {
+    const char *name;
+    anchor from;
+    int16_t at;   /* byte offset from the anchor */
+    char kind;    /* 'i', 'f' or 'b' */
+} scalar_field;
+
+static const scalar_field SCALARS[] = {
+    {"reward", ANCHOR_STEP, 0, 'f'},
+    {"done", ANCHOR_STEP, 4, 'b'},
+    {"level_complete", ANCHOR_STEP, 8, 'b'},
+    {"action", ANCHOR_STEP, 12, 'i'},
+    {"timeout", ANCHOR_STEP, 16, 'i'},
+    {"current_level_seed", ANCHOR_STEP, 20, 'i'},
+    {"prev_level_seed", ANCHOR_STEP, 24, 'i'},
+    {"episodes_remaining", ANCHOR_STEP, 28, 'i'},
+    {"episode_done", ANCHOR_STEP, 32, 'b'},
+    {"last_reward_timer", ANCHOR_STEP, 36, 'i'},
+    {"last_reward", ANCHOR_STEP, 40, 'f'},
+    {"default_action", ANCHOR_STEP, 44, 'i'},
+    {"fixed_asset_seed", ANCHOR_STEP, 48, 'i'},
+    {"cur_time", ANCHOR_STEP, 52, 'i'},
+    {"is_waiting_for_step", ANCHOR_STEP, 56, 'b'},
+    {"paint_vel_info", ANCHOR_OPTIONS, 0, 'b'},
+    {"use_generated_assets", ANCHOR_OPTIONS, 4, 'b'},
+    {"use_monochrome_assets", ANCHOR_OPTIONS, 8, 'b'},
+    {"restrict_themes", ANCHOR_OPTIONS, 12, 'b'},
+    {"use_backgrounds", ANCHOR_OPTIONS, 16, 'b'},
+    {"center_agent", ANCHOR_OPTIONS, 20, 'b'},
+    {"debug_mode", ANCHOR_OPTIONS, 24, 'i'},
+    {"distribution_mode", ANCHOR_OPTIONS, 28, 'i'},
+    {"use_sequential_levels", ANCHOR_OPTIONS, 32, 'b'},
+    {"use_easy_jump", ANCHOR_OPTIONS, 36, 'b'},
+    {"plain_assets", ANCHOR_OPTIONS, 40, 'i'},
+    {"physics_mode", ANCHOR_OPTIONS, 44, 'i'},
+    {"grid_step", ANCHOR_OPTIONS, 48, 'b'},
+    {"level_seed_low", ANCHOR_OPTIONS, 52, 'i'},
+    {"level_seed_high", ANCHOR_OPTIONS, 56, 'i'},
+    {"game_type", ANCHOR_OPTIONS, 60, 'i'},
+    {"game_n", ANCHOR_OPTIONS, 64, 'i'},
+    {"use_procgen_background", ANCHOR_BASE, 0, 'b'},
+    {"background_index", ANCHOR_BASE, 4, 'i'},
+    {"bg_tile_ratio", ANCHOR_BASE, 8, 'f'},
+    {"bg_pct_x", ANCHOR_BASE, 12, 'f'},
+    {"char_dim", ANCHOR_BASE, 16, 'f'},
+    {"last_move_action", ANCHOR_BASE, 20, 'i'},
+    {"move_action", ANCHOR_BASE, 24, 'i'},
+    {"special_action", ANCHOR_BASE, 28, 'i'},
+    {"mixrate", ANCHOR_BASE, 32, 'f'},
+    {"maxspeed", ANCHOR_BASE, 36, 'f'},
+    {"max_jump", ANCHOR_BASE, 40, 'f'},
+    {"action_vx", ANCHOR_BASE, 44, 'f'},
+    {"action_vy", ANCHOR_BASE, 48, 'f'},
+    {"action_vrot", ANCHOR_BASE, 52, 'f'},
+    {"center_x", ANCHOR_BASE, 56, 'f'},
+    {"center_y", ANCHOR_BASE, 60, 'f'},
+    {"random_agent_start", ANCHOR_BASE, 64, 'b'},
+    {"has_useful_vel_info", ANCHOR_BASE, 68, 'b'},
+    {"step_rand_int", ANCHOR_BASE, 72, 'i'},
+    {"main_width", ANCHOR_CAMERA, 0, 'i'},
+    {"main_height", ANCHOR_CAMERA, 4, 'i'},
+    {"out_of_bounds_object", ANCHOR_CAMERA, 8, 'i'},
+    {"unit", ANCHOR_CAMERA, 12, 'f'},
+    {"view_dim", ANCHOR_CAMERA, 16, 'f'},
+    {"x_off", ANCHOR_CAMERA, 20, 'f'},
+    {"y_off", ANCHOR_CAMERA, 24, 'f'},
+    {"visibility", ANCHOR_CAMERA, 28, 'f'},
+    {"min_visibility", ANCHOR_CAMERA, 32, 'f'},
+};
+#define N_SCALARS ((int)(sizeof(SCALARS) / sizeof(SCALARS[0])))
+
+/* Entity record: 1 where the 4-byte field is an i32 (type, flags, timers), 0 for f32. */
+static const uint8_t ENTITY_FIELD_IS_INT[PE_ENTITY_FIELDS] = {
+    0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1,
+    1, 1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0,
+};
+
+int pe_scalar_count(void) { return N_SCALARS; }
+
+const char *pe_scalar_name(int i) { return (i >= 0 && i < N_SCALARS) ? SCALARS[i].name : NULL; }
+
+char pe_scalar_kind(int i) { return (i >= 0 && i < N_SCALARS) ? SCALARS[i].kind : 0; }
+
+int pe_entity_field_is_int(int i) {
+    return (i >= 0 && i < PE_ENTITY_FIELDS) ? ENTITY_FIELD_IS_INT[i] : -1;
+}
+
+const char *pe_status_text(pe_status status) {
+    switch (status) {
+    case PE_OK: return "ok";
+    case PE_ERR_TRUNCATED: return "state is truncated";
+    case PE_ERR_VERSION: return "unsupported serialisation version (expected 0)";
+    case PE_ERR_GAME: return "game name differs from the batch's game";
+    case PE_ERR_NEGATIVE: return "negative length or count";
+    case PE_ERR_GRID: return "inconsistent grid dimensions";
+    case PE_ERR_PLAYER: return "entity 0 is not the player";
+    case PE_ERR_BOOL: return "bool field is neither 0 nor 1";
+    case PE_ERR_TERMINATOR: return "missing 0xCAFECAFE terminator";
+    case PE_ERR_TRAILING: return "bytes after the terminator";
+    case PE_ERR_SHAPE: return "grid size differs from the first state of the batch";
+    case PE_ERR_SPEC: return "invalid game spec";
+    }
+    return "unknown status";
+}
+
+pe_status pe_check_spec(const pe_game_spec *spec) {
+    int vectors = 0;
+    if (spec == NULL || spec->name == NULL || spec->name_len < 0 ||
+        spec->name_len > PE_MAX_GAME_NAME || spec->n_trailer < 0 ||
+        spec->n_trailer > PE_MAX_TRAILER_ITEMS ||
+        (spec->n_trailer > 0 && (spec->trailer_kinds == NULL || spec->trailer_names == NULL)))
+        return PE_ERR_SPEC;
+    for (int i = 0; i < spec->n_trailer; i++) {
+        if (spec->trailer_kinds[i] > PE_T_VEC_ENTITY) return PE_ERR_SPEC;
+        if (spec->trailer_kinds[i] >= PE_T_VEC_I32) vectors++;
+    }
+    return vectors <= PE_MAX_TRAILER_VECTORS ? PE_OK : PE_ERR_SPEC;
+}
+
+/* ---- the walk ---- */
+
+typedef struct {
+    const uint8_t *buf;
+    int64_t len;
+    int64_t at;
+    pe_error *err;
+} cursor;
+
+static pe_status fail(cursor *c, pe_status status, int64_t offset, const char *field) {
+    if (c->err) {
+        c->err->status = status;
+        c->err->offset = offset;
+        c->err->field = field;
+    }
+    return status;
+}
+
+/* Are `n` more bytes available at the cursor? n is never negative here. */
+static inline int has(const cursor *c, int64_t n) { return n <= c->len - c->at; }
+
+static pe_status take_i32(cursor *c, const char *field, int32_t *out) {
+    if (!has(c, 4)) return fail(c, PE_ERR_TRUNCATED, c->at, field);
+    *out = read_i32(c->buf + c->at);
+    c->at += 4;
+    return PE_OK;
+}
+
+static pe_status take_bool(cursor *c, const char *field) {
+    int32_t v;
+    pe_status s = take_i32(c, field, &v);
+    if (s != PE_OK) return s;
+    if (v != 0 && v != 1) return fail(c, PE_ERR_BOOL, c->at - 4, field);
+    return PE_OK;
+}
+
+/* A count followed by count * item_bytes bytes; the count is checked before it is used. */
+static pe_status take_vector(cursor *c, const char *field, int64_t item_bytes, int32_t *count) {
+    int64_t count_at = c->at;
+    pe_status s = take_i32(c, field, count);
+    if (s != PE_OK) return s;
+    if (*count < 0) return fail(c, PE_ERR_NEGATIVE, count_at, field);
+    if (!has(c, (int64_t)*count * item_bytes)) return fail(c, PE_ERR_TRUNCATED, count_at, field);
+    c->at += (int64_t)*count * item_bytes;
+    return PE_OK;
+}
+
+/* An RNG: is_seeded bool + length-prefixed text, skipped by its length. */
+static pe_status skip_rng(cursor *c, const char *seeded_field, const char *text_field) {
+    int32_t text_len;
+    pe_status s = take_bool(c, seeded_field);
+    if (s != PE_OK) return s;
+    return take_vector(c, text_field, 1, &text_len);
+}
+
+/* Validate bool scalars of a fixed block that starts at `block_at`. */
+static pe_status check_block_bools(cursor *c, anchor from, int64_t block_at) {
+    for (int i = 0; i < N_SCALARS; i++) {
+        if (SCALARS[i].from != from || SCALARS[i].kind != 'b') continue;
+        int64_t at = block_at + SCALARS[i].at;
+        int32_t v = read_i32(c->buf + at);
+        if (v != 0 && v != 1) return fail(c, PE_ERR_BOOL, at, SCALARS[i].name);
+    }
+    return PE_OK;
+}
+
+static pe_status take_block(cursor *c, anchor from, int64_t bytes, const char *field,
+                            int64_t *block_at) {
+    if (!has(c, bytes)) return fail(c, PE_ERR_TRUNCATED, c->at, field);
+    *block_at = c->at;
+    c->at += bytes;
+    return check_block_bools(c, from, *block_at);
+}
+
+pe_status pe_read_game_name(const uint8_t *buf, int64_t len, const uint8_t **name,
+                            int32_t *name_len, pe_error *err) {
+    cursor c = {buf, len, 0, err};
+    int32_t version;
+    pe_status s = take_i32(&c, "version", &version);
+    if (s != PE_OK) return s;
+    if (version != 0) return fail(&c, PE_ERR_VERSION, 0, "version");
+    s = take_vector(&c, "game_name", 1, name_len);
+    if (s != PE_OK) return s;
+    if (*name_len > PE_MAX_GAME_NAME) return fail(&c, PE_ERR_GAME, 4, "game_name");
+    *name = buf + 8;
+    return PE_OK;
+}
+
+static pe_status walk_trailer(cursor *c, const pe_game_spec *spec, pe_layout *layout) {
+    static const int64_t item_bytes[] = {4, 4, 4, 4, 4, 4, PE_ENTITY_BYTES};
+    layout->n_vectors = 0;
+    layout->n_trailer_scalars = 0;
+    for (int i = 0; i < spec->n_trailer; i++) {
+        const char *field = spec->trailer_names[i];
+        uint8_t kind = spec->trailer_kinds[i];
+        pe_status s;
+        if (kind < PE_T_VEC_I32) {
+            int32_t ignored;
+            s = kind == PE_T_BOOL ? take_bool(c, field) : take_i32(c, field, &ignored);
+            layout->n_trailer_scalars++;
+        } else {
+            int32_t count;
+            int64_t items_at = c->at + 4;
+            s = take_vector(c, field, item_bytes[kind], &count);
+            if (s == PE_OK && kind == PE_T_VEC_BOOL) {
+                for (int32_t k = 0; k < count; k++) {
+                    int32_t v = read_i32(c->buf + items_at + 4 * (int64_t)k);
+                    if (v != 0 && v != 1)
+                        return fail(c, PE_ERR_BOOL, items_at + 4 * (int64_t)k, field);
+                }
+            }
+            layout->vector_counts[layout->n_vectors++] = count;
+        }
+        if (s != PE_OK) return s;
+    }
+    return PE_OK;
+}
+
+pe_status pe_measure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
+                     pe_layout *layout, pe_error *err) {
+    cursor c = {buf, len, 0, err};
+    const uint8_t *name;
+    int32_t name_len, grid_size, n_entities, w, h, count;
+    int64_t block_at;
+    pe_status s;
+
+    if (buf == NULL || len < 0) return fail(&c, PE_ERR_TRUNCATED, 0, "version");
+    memset(layout, 0, sizeof(*layout));
+    if ((s = pe_read_game_name(buf, len, &name, &name_len, err)) != PE_OK) return s;
+    if (name_len != spec->name_len || memcmp(name, spec->name, (size_t)name_len) != 0)
+        return fail(&c, PE_ERR_GAME, 4, "game_name");
+    layout->name_len = name_len;
+    c.at = PE_OPTIONS_AT + (int64_t)name_len;
+
+    if ((s = take_block(&c, ANCHOR_OPTIONS, PE_OPTIONS_BYTES, "options", &block_at)) != PE_OK)
+        return s;
+    if ((s = skip_rng(&c, "level_seed_rand_gen.is_seeded", "level_seed_rand_gen")) != PE_OK)
+        return s;
+    if ((s = skip_rng(&c, "rand_gen.is_seeded", "rand_gen")) != PE_OK) return s;
+    if ((s = take_block(&c, ANCHOR_STEP, PE_STEP_BYTES, "reward", &layout->step_at)) != PE_OK)
+        return s;
+
+    int64_t grid_size_at = c.at;
+    if ((s = take_i32(&c, "grid_size", &grid_size)) != PE_OK) return s;
+    int64_t entities_count_at = c.at;
+    if ((s = take_vector(&c, "entities", PE_ENTITY_BYTES, &n_entities)) != PE_OK) return s;
+    layout->entities_at = entities_count_at + 4;
+    layout->n_entities = n_entities;
+    if (n_entities < 1) return fail(&c, PE_ERR_PLAYER, entities_count_at, "entities");
+    if (read_i32(buf + layout->entities_at + 24) != 0)
+        return fail(&c, PE_ERR_PLAYER, layout->entities_at + 24, "entities[0].type");
+
+    if ((s = take_block(&c, ANCHOR_BASE, PE_BASE_BYTES, "use_procgen_background",
+                        &layout->base_at)) != PE_OK)
+        return s;
+    if ((s = skip_rng(&c, "asset_rand_gen.is_seeded", "asset_rand_gen")) != PE_OK) return s;
+    if ((s = take_block(&c, ANCHOR_CAMERA, PE_CAMERA_BYTES, "main_width", &layout->camera_at)) !=
+        PE_OK)
+        return s;
+
+    const uint8_t *cam = buf + layout->camera_at;
+    w = read_i32(cam + 36);
+    h = read_i32(cam + 40);
+    count = read_i32(cam + 44);
+    if (w < 0) return fail(&c, PE_ERR_NEGATIVE, layout->camera_at + 36, "grid.w");
+    if (h < 0) return fail(&c, PE_ERR_NEGATIVE, layout->camera_at + 40, "grid.h");
+    if ((int64_t)w * h != count)
+        return fail(&c, PE_ERR_GRID, layout->camera_at + 44, "grid.count");
+    if (grid_size != count) return fail(&c, PE_ERR_GRID, grid_size_at, "grid_size");
+    if (read_i32(cam) != w) return fail(&c, PE_ERR_GRID, layout->camera_at, "main_width");
+    if (read_i32(cam + 4) != h) return fail(&c, PE_ERR_GRID, layout->camera_at + 4, "main_height");
+    if (!has(&c, 4 * (int64_t)count))
+        return fail(&c, PE_ERR_TRUNCATED, layout->camera_at + 44, "grid.data");
+    layout->grid_at = c.at;
+    layout->width = w;
+    layout->height = h;
+    c.at += 4 * (int64_t)count;
+
+    layout->trailer_at = c.at;
+    if ((s = walk_trailer(&c, spec, layout)) != PE_OK) return s;
+
+    int32_t terminator;
+    int64_t terminator_at = c.at;
+    if ((s = take_i32(&c, "terminator", &terminator)) != PE_OK) return s;
+    if (terminator != PE_TERMINATOR)
+        return fail(&c, PE_ERR_TERMINATOR, terminator_at, "terminator");
+    if (c.at != len) return fail(&c, PE_ERR_TRAILING, c.at, "terminator");
+    layout->size = len;
+    return PE_OK;
+}
+
+/* ---- copying out ---- */
+
+static int64_t anchor_offset(const pe_layout *layout, anchor from) {
+    switch (from) {
+    case ANCHOR_STEP: return layout->step_at;
+    case ANCHOR_OPTIONS: return PE_OPTIONS_AT + (int64_t)layout->name_len;
+    case ANCHOR_BASE: return layout->base_at;
+    case ANCHOR_CAMERA: return layout->camera_at;
+    }
+    return 0;
+}
+
+static inline double read_value(const uint8_t *p, int is_float) {
+    return is_float ? (double)read_f32(p) : (double)read_i32(p);
+}
+
+static inline float read_entity_field(const uint8_t *record, int32_t field) {
+    const uint8_t *p = record + 4 * field;
+    return ENTITY_FIELD_IS_INT[field] ? (float)read_i32(p) : read_f32(p);
+}
+
+int64_t pe_vector_value_count(const pe_layout *layout, const pe_game_spec *spec) {
+    int64_t total = 0;
+    int v = 0;
+    for (int i = 0; i < spec->n_trailer; i++) {
+        uint8_t kind = spec->trailer_kinds[i];
+        if (kind < PE_T_VEC_I32) continue;
+        total += (int64_t)layout->vector_counts[v++] * (kind == PE_T_VEC_ENTITY ? PE_ENTITY_FIELDS : 1);
+    }
+    return total;
+}
+
+static void fill_trailer(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *spec,
+                         double *scalars, double *values) {
+    const uint8_t *p = buf + layout->trailer_at;
+    for (int i = 0; i < spec->n_trailer; i++) {
+        uint8_t kind = spec->trailer_kinds[i];
+        if (kind < PE_T_VEC_I32) {
+            if (scalars) *scalars++ = read_value(p, kind == PE_T_F32);
+            p += 4;
+            continue;
+        }
+        int32_t count = read_i32(p);
+        p += 4;
+        if (kind == PE_T_VEC_ENTITY) {
+            for (int32_t k = 0; k < count; k++, p += PE_ENTITY_BYTES)
+                for (int32_t f = 0; f < PE_ENTITY_FIELDS && values; f++)
+                    *values++ = (double)read_entity_field(p, f);
+        } else {
+            for (int32_t k = 0; k < count; k++, p += 4)
+                if (values) *values++ = read_value(p, kind == PE_T_VEC_F32);
+        }
+    }
+}
+
+void pe_fill(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *spec,
+             double *scalars, const int32_t *entity_fields, int32_t n_fields, float *entities,
+             int32_t *grid, double *trailer_scalars, double *vector_values) {
+    if (scalars) {
+        for (int i = 0; i < N_SCALARS; i++) {
+            const uint8_t *p = buf + anchor_offset(layout, SCALARS[i].from) + SCALARS[i].at;
+            scalars[i] = read_value(p, SCALARS[i].kind == 'f');
+        }
+    }
+    if (entities && n_fields > 0) {
+        const uint8_t *record = buf + layout->entities_at;
+        for (int32_t e = 0; e < layout->n_entities; e++, record += PE_ENTITY_BYTES)
+            for (int32_t f = 0; f < n_fields; f++)
+                *entities++ = read_entity_field(record, entity_fields[f]);
+    }
+    if (grid) {
+        int64_t cells = (int64_t)layout->width * layout->height;
+        const uint8_t *p = buf + layout->grid_at;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(grid, p, (size_t)cells * 4);
+#else
+        for (int64_t i = 0; i < cells; i++) grid[i] = read_i32(p + 4 * i);
+#endif
+    }
+    if (trailer_scalars || vector_values)
+        fill_trailer(buf, layout, spec, trailer_scalars, vector_values);
+}
+
+pe_status pe_measure_many(int64_t n, const uint8_t *const *bufs, const int64_t *lens,
+                          const pe_game_spec *spec, pe_layout *layouts, int64_t *bad_index,
+                          pe_error *err) {
+    pe_status s = pe_check_spec(spec);
+    *bad_index = -1;
+    if (s != PE_OK) {
+        err->status = s;
+        err->offset = 0;
+        err->field = "spec";
+        return s;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        s = pe_measure(bufs[i], lens[i], spec, &layouts[i], err);
+        if (s == PE_OK && i > 0 &&
+            (layouts[i].width != layouts[0].width || layouts[i].height != layouts[0].height)) {
+            err->status = s = PE_ERR_SHAPE;
+            err->offset = layouts[i].camera_at + 36;
+            err->field = "grid.w";
+        }
+        if (s != PE_OK) {
+            *bad_index = i;
+            return s;
+        }
+    }
+    return PE_OK;
+}
+
+void pe_fill_many(int64_t n, const uint8_t *const *bufs, const pe_layout *layouts,
+                  const pe_game_spec *spec, double *scalars, const int32_t *entity_fields,
+                  int32_t n_fields, float *entities, const int64_t *entity_offsets,
+                  int32_t *grid, double *trailer_scalars, double *vector_values,
+                  const int64_t *vector_offsets) {
+    int n_scalars = N_SCALARS;
+    for (int64_t i = 0; i < n; i++) {
+        const pe_layout *l = &layouts[i];
+        int64_t cells = (int64_t)l->width * l->height;
+        pe_fill(bufs[i], l, spec, scalars ? scalars + i * n_scalars : NULL, entity_fields,
+                n_fields, entities ? entities + entity_offsets[i] * n_fields : NULL,
+                grid ? grid + i * cells : NULL,
+                trailer_scalars ? trailer_scalars + i * l->n_trailer_scalars : NULL,
+                vector_values ? vector_values + vector_offsets[i] : NULL);
+    }
+}

@@ -1,0 +1,146 @@
+/* Bounds-checked parser for procgen 0.10.7 get_state() bytes.
+ *
+ * Plain C99, no Python. A state is walked once to validate it and record where its parts are
+ * (pe_measure); the caller sizes its arrays from that, then pe_fill copies what it asks for.
+ * Every read is checked against the end of the buffer and done with memcpy (no field after the
+ * game name is aligned). Errors carry a status, the byte offset and the field's name.
+ * Format: ../shared/procgen-state-format.md.
+ */
+#ifndef PE_STATE_PARSER_H
+#define PE_STATE_PARSER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PE_ENTITY_BYTES 124
+#define PE_ENTITY_FIELDS 31
+#define PE_MAX_TRAILER_ITEMS 48
+#define PE_MAX_TRAILER_VECTORS 8
+#define PE_MAX_GAME_NAME 32
+
+typedef enum {
+    PE_OK = 0,
+    PE_ERR_TRUNCATED = 1,      /* a read would run past the end of the state */
+    PE_ERR_VERSION = 2,        /* serialisation version is not 0 */
+    PE_ERR_GAME = 3,           /* game name is not the one the batch expects */
+    PE_ERR_NEGATIVE = 4,       /* a length or count is negative */
+    PE_ERR_GRID = 5,           /* grid dimensions disagree with each other */
+    PE_ERR_PLAYER = 6,         /* no entity, or entity 0 is not the player (type 0) */
+    PE_ERR_BOOL = 7,           /* a bool field is neither 0 nor 1 */
+    PE_ERR_TERMINATOR = 8,     /* 0xCAFECAFE missing where the state should end */
+    PE_ERR_TRAILING = 9,       /* bytes after the terminator */
+    PE_ERR_SHAPE = 10,         /* grid size differs from the batch's first state */
+    PE_ERR_SPEC = 11           /* the game spec itself is invalid (caller bug) */
+} pe_status;
+
+typedef struct {
+    pe_status status;
+    int64_t offset;     /* byte offset of the failing field within the state */
+    const char *field;  /* static string naming the field */
+} pe_error;
+
+/* Trailer item kinds (the per-game fields after the grid). */
+typedef enum {
+    PE_T_I32 = 0,
+    PE_T_F32 = 1,
+    PE_T_BOOL = 2,
+    PE_T_VEC_I32 = 3,
+    PE_T_VEC_F32 = 4,
+    PE_T_VEC_BOOL = 5,
+    PE_T_VEC_ENTITY = 6
+} pe_trailer_kind;
+
+/* What distinguishes one game's states: its name and its trailer layout. Owned by the caller. */
+typedef struct {
+    const char *name;
+    int32_t name_len;
+    int32_t n_trailer;
+    const uint8_t *trailer_kinds;        /* n_trailer pe_trailer_kind values */
+    const char *const *trailer_names;    /* n_trailer names, for error messages */
+} pe_game_spec;
+
+/* Where the parts of one validated state are. Filled by pe_measure. */
+typedef struct {
+    int64_t size;
+    int64_t step_at;       /* reward (first field after the two header RNGs) */
+    int64_t entities_at;   /* first entity record */
+    int64_t base_at;       /* use_procgen_background (first field after the entities) */
+    int64_t camera_at;     /* main_width (first field after asset_rand_gen) */
+    int64_t grid_at;       /* first grid cell */
+    int64_t trailer_at;
+    int32_t name_len;
+    int32_t n_entities;
+    int32_t width;
+    int32_t height;
+    int32_t n_vectors;
+    int32_t vector_counts[PE_MAX_TRAILER_VECTORS];
+    int32_t n_trailer_scalars;
+} pe_layout;
+
+/* Header and base scalars, in the column order pe_fill writes them. */
+enum {
+    PE_S_REWARD = 0, PE_S_DONE, PE_S_LEVEL_COMPLETE, PE_S_ACTION, PE_S_TIMEOUT,
+    PE_S_CURRENT_LEVEL_SEED, PE_S_PREV_LEVEL_SEED, PE_S_EPISODES_REMAINING, PE_S_EPISODE_DONE,
+    PE_S_LAST_REWARD_TIMER, PE_S_LAST_REWARD, PE_S_DEFAULT_ACTION, PE_S_FIXED_ASSET_SEED,
+    PE_S_CUR_TIME, PE_S_IS_WAITING_FOR_STEP,
+    PE_S_N_SCALARS_MAX = 64
+};
+
+/* Number of header/base scalars and their names (static strings). */
+int pe_scalar_count(void);
+const char *pe_scalar_name(int i);
+/* 'i', 'f' or 'b' (i32 bool) for scalar i; 0 when out of range. */
+char pe_scalar_kind(int i);
+/* 1 if entity field i is stored as i32, 0 if f32. */
+int pe_entity_field_is_int(int i);
+/* Human-readable text for a status. */
+const char *pe_status_text(pe_status status);
+
+/* Validate a spec once (kinds known, vector count within limits). */
+pe_status pe_check_spec(const pe_game_spec *spec);
+
+/* Read the game name without validating the rest. On success *name points into buf. */
+pe_status pe_read_game_name(const uint8_t *buf, int64_t len, const uint8_t **name,
+                            int32_t *name_len, pe_error *err);
+
+/* Walk and validate one state of game `spec`; record its layout. */
+pe_status pe_measure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
+                     pe_layout *layout, pe_error *err);
+
+/* Copy from one measured state into caller-owned outputs. Any output may be NULL to skip it.
+ *   scalars:          pe_scalar_count() doubles
+ *   entity_fields:    n_fields indices into the 31 entity fields
+ *   entities:         layout->n_entities * n_fields floats
+ *   grid:             width * height int32, row-major with row 0 the bottom of the world
+ *   trailer_scalars:  one double per scalar trailer item, in trailer order
+ *   vector_values:    all trailer vectors' items as doubles, vector after vector
+ *                     (an entity item is its 31 fields) */
+void pe_fill(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *spec,
+             double *scalars, const int32_t *entity_fields, int32_t n_fields, float *entities,
+             int32_t *grid, double *trailer_scalars, double *vector_values);
+
+/* Number of doubles pe_fill writes to vector_values for this layout. */
+int64_t pe_vector_value_count(const pe_layout *layout, const pe_game_spec *spec);
+
+/* Batch versions. pe_measure_many stops at the first bad state: returns its status, sets
+ * *bad_index and *err. It also requires every state's grid to match the first (PE_ERR_SHAPE). */
+pe_status pe_measure_many(int64_t n, const uint8_t *const *bufs, const int64_t *lens,
+                          const pe_game_spec *spec, pe_layout *layouts, int64_t *bad_index,
+                          pe_error *err);
+
+/* Fill many states; rows are consecutive. entity_offsets[i] / vector_offsets[i] are where state
+ * i's entities (rows) / vector values (doubles) start; grid stride is width*height. */
+void pe_fill_many(int64_t n, const uint8_t *const *bufs, const pe_layout *layouts,
+                  const pe_game_spec *spec, double *scalars, const int32_t *entity_fields,
+                  int32_t n_fields, float *entities, const int64_t *entity_offsets,
+                  int32_t *grid, double *trailer_scalars, double *vector_values,
+                  const int64_t *vector_offsets);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

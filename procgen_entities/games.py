@@ -1,0 +1,328 @@
+"""The 16 procgen games, declared as data.
+
+One ``Game`` per game: the trailer layout of its ``get_state`` bytes, its entity types, its tile
+classes and the features the entity-gym adapters expose. Everything game-specific in the package is
+read from here; the C parser and the adapters are generic.
+
+Layouts follow ../shared/procgen-state-format.md (procgen 0.10.7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+__all__ = [
+    "ENTITY_FIELDS",
+    "ENTITY_INT_FIELDS",
+    "GAMES",
+    "GAME_NAMES",
+    "TRAILER_KINDS",
+    "Game",
+    "get_game",
+]
+
+#: The 31 fields of procgen's 124-byte entity record, in procgen's order.
+ENTITY_FIELDS: tuple[str, ...] = (
+    "x", "y", "vx", "vy", "rx", "ry", "type", "image_type", "image_theme", "render_z",
+    "will_erase", "collides_with_entities", "collision_margin", "rotation", "vrot",
+    "is_reflected", "fire_time", "spawn_time", "life_time", "expire_time", "use_abs_coords",
+    "friction", "smart_step", "avoids_collisions", "auto_erase", "alpha", "health", "theta",
+    "grow_rate", "alpha_decay", "climber_spawn_x",
+)  # fmt: skip
+
+#: Entity fields stored as i32 (or i32 bools); the rest are f32.
+ENTITY_INT_FIELDS: frozenset[str] = frozenset(
+    {
+        "type", "image_type", "image_theme", "render_z", "will_erase",
+        "collides_with_entities", "is_reflected", "fire_time", "spawn_time", "life_time",
+        "expire_time", "use_abs_coords", "smart_step", "avoids_collisions", "auto_erase",
+    }
+)  # fmt: skip
+
+#: Trailer item kinds: i32, f32, bool (i32 0/1), and vectors of those, or of entity records.
+TRAILER_KINDS: tuple[str, ...] = ("i", "f", "b", "vi", "vf", "vb", "ve")
+
+SPACE_TILE = 100
+
+
+@dataclass(frozen=True)
+class Game:
+    """Everything the package knows about one procgen game.
+
+    ``trailer``: the per-game fields after the grid, in byte order, as (name, kind) with kind in
+    TRAILER_KINDS. ``entity_types``: procgen type id -> CamelCase entity type name for the entities an
+    agent should see. ``ignored_types``: type ids that exist but are cosmetic or HUD, with the reason.
+    ``features``: the entity features every type gets; ``type_features`` adds per-type extras.
+    ``hidden_unless``: entity type -> trailer scalar that must be non-zero for it to be in the world.
+    ``tiles``: tile class name -> tile ids (empty for entity-only games). ``global_features``:
+    names of per-state scalars (see adapters.GLOBAL_FEATURE_SOURCES) exposed as entity-gym global
+    features.
+    """
+
+    name: str
+    trailer: tuple[tuple[str, str], ...]
+    entity_types: Mapping[int, str]
+    features: tuple[str, ...] = ("x", "y", "vx", "vy")
+    type_features: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    ignored_types: Mapping[int, str] = field(default_factory=dict)
+    hidden_unless: Mapping[str, str] = field(default_factory=dict)
+    tiles: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    out_of_bounds_tile: int = -1
+    global_features: tuple[str, ...] = ()
+    platformer: bool = False
+
+    def __post_init__(self) -> None:
+        for name, kind in self.trailer:
+            if kind not in TRAILER_KINDS:
+                raise ValueError(f"{self.name}: trailer field {name!r} has unknown kind {kind!r}")
+        clash = set(self.entity_types.values()) & set(self.tiles)
+        if clash:
+            raise ValueError(f"{self.name}: names used by entities and tiles: {sorted(clash)}")
+        for etype in list(self.type_features) + list(self.hidden_unless):
+            if etype not in self.entity_types.values():
+                raise ValueError(f"{self.name}: unknown entity type {etype!r}")
+
+    @property
+    def trailer_scalars(self) -> tuple[str, ...]:
+        return tuple(n for n, k in self.trailer if not k.startswith("v"))
+
+    @property
+    def trailer_vectors(self) -> tuple[str, ...]:
+        return tuple(n for n, k in self.trailer if k.startswith("v"))
+
+    @property
+    def has_tilemap(self) -> bool:
+        return bool(self.tiles)
+
+    def entity_features(self, entity_type: str) -> tuple[str, ...]:
+        return self.features + self.type_features.get(entity_type, ())
+
+    def tile_class(self, tile_id: int) -> str | None:
+        for name, ids in self.tiles.items():
+            if tile_id in ids:
+                return name
+        return None
+
+
+def _ints(*names: str) -> tuple[tuple[str, str], ...]:
+    return tuple((n, "i") for n in names)
+
+
+def _floats(*names: str) -> tuple[tuple[str, str], ...]:
+    return tuple((n, "f") for n in names)
+
+
+_PLATFORM_PHYSICS = (("gravity", "f"), ("air_control", "f"))
+
+_GAME_LIST = [
+    Game(
+        name="bigfish",
+        trailer=(("fish_eaten", "i"), ("r_inc", "f")),
+        entity_types={0: "Player", 2: "Fish"},
+        features=("x", "y", "vx", "vy", "rx"),
+        global_features=("fish_eaten",),
+    ),
+    Game(
+        name="bossfight",
+        trailer=(("attack_modes", "vi"),)
+        + _ints(
+            "last_fire_time", "time_to_swap", "invulnerable_duration", "vulnerable_duration",
+            "num_rounds", "round_num", "round_health", "boss_vel_timeout", "curr_vel_timeout",
+            "attack_mode", "player_laser_theme", "boss_laser_theme", "damaged_until_time",
+        )
+        + (("shields_are_up", "b"), ("barriers_moves_right", "b"))
+        + _floats(
+            "base_fire_prob", "boss_bullet_vel", "barrier_vel", "barrier_spawn_prob",
+            "rand_pct", "rand_fire_pct", "rand_pct_x", "rand_pct_y",
+        ),
+        entity_types={
+            0: "Player", 1: "PlayerBullet", 2: "Boss", 3: "Shields", 4: "EnemyBullet",
+            6: "ReflectedBullet", 7: "Barrier", 54: "Explosion",
+        },
+        features=("x", "y", "vx", "vy", "rx", "ry"),
+        type_features={"Boss": ("health",)},
+        ignored_types={5: "laser trail (cosmetic)"},
+        hidden_unless={"Shields": "shields_are_up"},
+        global_features=("shields_are_up", "round_num", "num_rounds", "attack_mode"),
+    ),  # fmt: skip
+    Game(
+        name="caveflyer",
+        trailer=(),
+        entity_types={
+            0: "Player", 1: "Goal", 2: "Obstacle", 3: "Target", 4: "PlayerBullet", 5: "Enemy",
+            54: "Explosion",
+        },
+        features=("x", "y", "vx", "vy", "rx"),
+        type_features={"Player": ("rotation",), "Target": ("health",)},
+        ignored_types={9: "exhaust (cosmetic)"},
+        tiles={"Wall": (8,)},
+        out_of_bounds_tile=8,
+    ),  # fmt: skip
+    Game(
+        name="chaser",
+        trailer=(("free_cells", "vi"), ("is_space_vec", "vb"))
+        + _ints(
+            "eat_timeout", "egg_timeout", "eat_time", "total_enemies", "total_orbs",
+            "orbs_collected", "maze_dim",
+        ),
+        entity_types={0: "Player", 2: "LargeOrb", 4: "EnemyEgg", 6: "Enemy"},
+        features=("x", "y", "vx", "vy"),
+        type_features={"EnemyEgg": ("health",)},
+        tiles={"Wall": (5,), "Orb": (1002,)},
+        out_of_bounds_tile=5,
+        global_features=("enemies_edible", "eat_time_left", "orbs_left"),
+    ),  # fmt: skip
+    Game(
+        name="climber",
+        trailer=(("has_support", "b"), ("facing_right", "b"))
+        + _ints("coin_quota", "coins_collected", "wall_theme")
+        + _PLATFORM_PHYSICS,
+        entity_types={0: "Player", 1: "Coin", 5: "Enemy"},
+        features=("x", "y", "vx", "vy"),
+        type_features={"Enemy": ("climber_spawn_x",)},
+        tiles={"Wall": (15, 16)},
+        out_of_bounds_tile=15,
+        global_features=("has_support", "coins_left"),
+        platformer=True,
+    ),
+    Game(
+        name="coinrun",
+        trailer=(("last_agent_y", "f"), ("wall_theme", "i"), ("has_support", "b"))
+        + (("facing_right", "b"), ("is_on_crate", "b"))
+        + _PLATFORM_PHYSICS,
+        entity_types={0: "Player", 2: "Saw", 5: "Enemy", 20: "Crate"},
+        features=("x", "y", "vx", "vy"),
+        ignored_types={59: "trail puffs behind enemies (cosmetic)"},
+        tiles={"Wall": (15, 16), "Lava": (17, 18), "Goal": (1,), "Barrier": (19,)},
+        out_of_bounds_tile=15,
+        global_features=("has_support", "is_on_crate"),
+        platformer=True,
+    ),
+    Game(
+        name="dodgeball",
+        trailer=_floats("min_dim", "hard_min_dim", "ball_vscale", "ball_r")
+        + _ints("last_fire_time", "num_enemies", "enemy_fire_delay"),
+        entity_types={
+            0: "Player", 1: "Wall", 3: "PlayerBall", 4: "Enemy", 5: "Door", 6: "EnemyBall",
+        },
+        features=("x", "y", "vx", "vy", "rx", "ry"),
+        ignored_types={8: "dust cloud (cosmetic)"},
+        global_features=("num_enemies", "door_open"),
+    ),  # fmt: skip
+    Game(
+        name="fruitbot",
+        trailer=_floats("min_dim", "bullet_vscale") + _ints("last_fire_time"),
+        entity_types={
+            0: "Player", 1: "Barrier", 3: "PlayerBullet", 4: "BadFruit", 7: "GoodFruit",
+            10: "LockedDoor", 11: "Lock", 12: "Present",
+        },
+        features=("x", "y", "vx", "vy", "rx", "ry"),
+    ),  # fmt: skip
+    Game(
+        name="heist",
+        trailer=_ints("num_keys", "world_dim") + (("has_keys", "vb"),),
+        entity_types={0: "Player", 1: "LockedDoor", 2: "Key", 9: "Exit"},
+        features=("x", "y"),
+        type_features={"LockedDoor": ("image_theme",), "Key": ("image_theme",)},
+        ignored_types={11: "key ring HUD icon (screen coordinates; see has_key_* globals)"},
+        tiles={"Wall": (51,)},
+        out_of_bounds_tile=51,
+        global_features=("has_key_0", "has_key_1", "has_key_2"),
+    ),
+    Game(
+        name="jumper",
+        trailer=_ints("jump_count", "jump_delta", "jump_time")
+        + (("has_support", "b"), ("facing_right", "b"), ("wall_theme", "i"), ("compass_dim", "f")),
+        entity_types={0: "Player", 1: "Goal", 2: "Spike"},
+        features=("x", "y", "vx", "vy"),
+        ignored_types={59: "trail (cosmetic)"},
+        tiles={"Wall": (6, 7)},
+        out_of_bounds_tile=6,
+        global_features=("has_support", "jump_count"),
+        platformer=True,
+    ),
+    Game(
+        name="leaper",
+        trailer=(("bottom_road_y", "i"), ("road_lane_speeds", "vf"), ("bottom_water_y", "i"))
+        + (("water_lane_speeds", "vf"), ("goal_y", "i")),
+        entity_types={0: "Player", 1: "Log", 4: "Car", 5: "FinishLine"},
+        features=("x", "y", "vx", "vy", "rx"),
+        tiles={"Road": (2,), "Water": (3,)},
+        global_features=("goal_y",),
+    ),
+    Game(
+        name="maze",
+        trailer=_ints("maze_dim", "world_dim"),
+        entity_types={0: "Player"},
+        features=("x", "y"),
+        tiles={"Goal": (2,), "Wall": (51,)},
+        out_of_bounds_tile=51,
+    ),
+    Game(
+        name="miner",
+        trailer=_ints("diamonds_remaining"),
+        entity_types={0: "Player", 6: "Exit"},
+        features=("x", "y"),
+        tiles={
+            "Boulder": (1,), "Diamond": (2,), "MovingBoulder": (3,), "MovingDiamond": (4,),
+            "Dirt": (9,), "Border": (10,),
+        },
+        out_of_bounds_tile=10,
+        global_features=("diamonds_remaining",),
+    ),  # fmt: skip
+    Game(
+        name="ninja",
+        trailer=(("has_support", "b"), ("facing_right", "b"))
+        + _ints("last_fire_time", "wall_theme")
+        + _PLATFORM_PHYSICS
+        + _floats("jump_charge", "jump_charge_inc"),
+        entity_types={0: "Player", 1: "Goal", 7: "ThrowingStar", 54: "Explosion"},
+        features=("x", "y", "vx", "vy"),
+        tiles={"Wall": (20,), "Fire": (14,), "Bomb": (6,)},
+        out_of_bounds_tile=20,
+        global_features=("has_support", "jump_charge"),
+        platformer=True,
+    ),
+    Game(
+        name="plunder",
+        trailer=(("last_fire_time", "i"), ("lane_directions", "vb"), ("target_bools", "vb"))
+        + (("image_permutation", "vi"), ("lane_vels", "vf"))
+        + _ints("num_lanes", "num_current_ship_types", "targets_hit", "target_quota")
+        + _floats("juice_left", "r_scale", "spawn_prob", "legend_r", "min_agent_x"),
+        entity_types={0: "Player", 1: "PlayerBullet", 6: "Panel", 7: "Ship", 54: "Explosion"},
+        features=("x", "y", "vx", "vy", "rx"),
+        type_features={"Ship": ("image_theme", "is_target")},
+        ignored_types={2: "target legend (HUD)", 3: "target legend background (HUD)"},
+        global_features=(
+            "juice_left", "targets_left",
+            "target_0", "target_1", "target_2", "target_3", "target_4", "target_5",
+        ),
+    ),  # fmt: skip
+    Game(
+        name="starpilot",
+        trailer=(("spawners", "ve"),),
+        entity_types={
+            0: "Player", 1: "PlayerBullet", 2: "EnemyBullet", 3: "TurretBullet", 4: "Flyer",
+            5: "Meteor", 6: "Cloud", 7: "Turret", 8: "FastFlyer", 9: "FinishLine",
+            54: "Explosion",
+        },
+        features=("x", "y", "vx", "vy", "rx"),
+        type_features={k: ("health",) for k in ("Flyer", "Turret", "FastFlyer")},
+    ),  # fmt: skip
+]
+
+#: Game name -> declaration, in procgen's alphabetical order.
+GAMES: Mapping[str, Game] = MappingProxyType({g.name: g for g in _GAME_LIST})
+GAME_NAMES: tuple[str, ...] = tuple(GAMES)
+
+
+def get_game(name: str) -> Game:
+    """The declaration of one game; ValueError naming the valid games otherwise."""
+    try:
+        return GAMES[name]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"unknown procgen game {name!r}; valid games: {', '.join(GAME_NAMES)}"
+        ) from None

@@ -1,0 +1,213 @@
+"""parse_states: many get_state blobs of one game -> one StateBatch of numpy arrays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Dict, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from procgen_entities import _parser
+from procgen_entities.errors import STATUS_GAME, STATUS_SHAPE, MixedBatchError, StateDecodeError
+from procgen_entities.games import ENTITY_FIELDS, GAMES, Game, get_game
+
+__all__ = ["StateBatch", "parse_state", "parse_states", "game_spec", "entity_field_indices"]
+
+BytesLike = Union[bytes, bytearray, memoryview]
+
+#: Header and base scalars written by the C parser, in its column order.
+SCALAR_NAMES: Tuple[str, ...] = _parser.SCALAR_NAMES
+_KIND_DTYPES = {"i": np.int32, "f": np.float32, "b": np.bool_}
+_VECTOR_DTYPES = {"vi": np.int32, "vf": np.float32, "vb": np.bool_, "ve": np.float32}
+
+
+@dataclass(frozen=True, eq=False)
+class StateBatch:
+    """Parsed states of one game. State ``i`` owns entity rows
+    ``entity_offsets[i]:entity_offsets[i + 1]``.
+
+    ``extras`` maps every scalar trailer field of the game to an array[n] (int32, float32 or bool
+    as the field is stored). Trailer vectors are in ``vectors`` (name -> flat values of all states,
+    concatenated in state order) with ``vector_counts`` (name -> int64[n] items per state); for
+    starpilot's ``spawners`` the flat values are float32[total, 31], one entity record per row in
+    ``ENTITY_FIELDS`` order. ``vector(name, i)`` slices one state's items. ``scalars`` holds every
+    header and base field (camera, options, actions) by its name in the format reference.
+    """
+
+    game: str
+    reward: npt.NDArray[np.float32]
+    done: npt.NDArray[np.bool_]
+    level_complete: npt.NDArray[np.bool_]
+    cur_time: npt.NDArray[np.int32]
+    level_seed: npt.NDArray[np.int32]
+    entity_fields: Tuple[str, ...]
+    entities: npt.NDArray[np.float32]
+    entity_counts: npt.NDArray[np.int64]
+    grid: Optional[npt.NDArray[np.int32]]
+    extras: Dict[str, np.ndarray]
+    vectors: Dict[str, np.ndarray]
+    vector_counts: Dict[str, npt.NDArray[np.int64]]
+    scalars: Dict[str, np.ndarray]
+    sizes: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return len(self.reward)
+
+    @property
+    def entity_offsets(self) -> npt.NDArray[np.int64]:
+        """int64[n + 1]: state i's entities are rows offsets[i]:offsets[i + 1]."""
+        return np.concatenate(([0], np.cumsum(self.entity_counts)))
+
+    def state_entities(self, i: int) -> npt.NDArray[np.float32]:
+        offsets = self.entity_offsets
+        return self.entities[offsets[i] : offsets[i + 1]]
+
+    def vector(self, name: str, i: int) -> np.ndarray:
+        counts = self.vector_counts[name]
+        start = int(counts[:i].sum())
+        return self.vectors[name][start : start + int(counts[i])]
+
+    def field(self, name: str) -> npt.NDArray[np.float32]:
+        """One entity field (a column of ``entities``) by name."""
+        return self.entities[:, self.entity_fields.index(name)]
+
+
+@lru_cache(maxsize=None)
+def game_spec(game: str) -> _parser.GameSpec:
+    """The C parser's view of a game (cached: one per game per process)."""
+    return _parser.GameSpec(game, get_game(game).trailer)
+
+
+@lru_cache(maxsize=64)
+def _field_indices(fields: Tuple[str, ...]) -> np.ndarray:
+    unknown = [f for f in fields if f not in ENTITY_FIELDS]
+    if unknown:
+        raise ValueError(f"unknown entity fields {unknown}; valid fields: {', '.join(ENTITY_FIELDS)}")
+    indices = np.array([ENTITY_FIELDS.index(f) for f in fields], dtype=np.int32)
+    indices.setflags(write=False)
+    return indices
+
+
+def entity_field_indices(fields: Sequence[str]) -> np.ndarray:
+    """int32 indices into the 31-field entity record; ValueError naming unknown fields."""
+    return _field_indices(tuple(fields))
+
+
+def _detect_game(states: Sequence[BytesLike], game: Optional[str]) -> Game:
+    if game is not None:
+        return get_game(game)
+    if len(states) == 0:
+        raise ValueError("parse_states needs at least one state, or game= for an empty batch")
+    name = _parser.read_game_name(states[0])
+    if name not in GAMES:
+        raise StateDecodeError(
+            f"unknown game name {name!r}", index=0, offset=4, field="game_name"
+        )
+    return GAMES[name]
+
+
+def _split_vectors(game: Game, raw: dict) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]:
+    kinds = [kind for _, kind in game.trailer if kind.startswith("v")]
+    names = game.trailer_vectors
+    counts = raw["vector_counts"]  # int64[n, V]
+    values = raw["vector_values"]
+    widths = np.array([len(ENTITY_FIELDS) if k == "ve" else 1 for k in kinds], dtype=np.int64)
+    # The C side writes state 0's vectors, then state 1's, ...: tag each value with its vector.
+    segment_lengths = (counts * widths).reshape(-1)
+    vector_of_value = np.repeat(np.tile(np.arange(len(names)), counts.shape[0]), segment_lengths)
+    vectors, vector_counts = {}, {}
+    for v, (name, kind) in enumerate(zip(names, kinds)):
+        picked = values[vector_of_value == v].astype(_VECTOR_DTYPES[kind])
+        vectors[name] = picked.reshape(-1, len(ENTITY_FIELDS)) if kind == "ve" else picked
+        vector_counts[name] = counts[:, v].copy()
+    return vectors, vector_counts
+
+
+def parse_states(
+    states: Sequence[BytesLike],
+    *,
+    entity_fields: Optional[Sequence[str]] = None,
+    grid: bool = True,
+    game: Optional[str] = None,
+) -> StateBatch:
+    """Parse get_state() blobs of one game into a StateBatch.
+
+    ``states``: a sequence of bytes, bytearray or memoryview. ``entity_fields``: which of the 31
+    entity fields to gather (default: all, in procgen's order). ``grid=False`` skips the tile
+    grid. ``game``: the expected game (required only for an empty batch).
+
+    Raises StateDecodeError (a ValueError) naming the state, field and byte offset of the first
+    malformed state; MixedBatchError (a ValueError) for states of different games or grid sizes;
+    TypeError for objects that are not bytes-like.
+    """
+    if isinstance(states, (bytes, bytearray, memoryview, str)):
+        raise TypeError("parse_states takes a sequence of states; use parse_state for one")
+    fields = tuple(ENTITY_FIELDS if entity_fields is None else entity_fields)
+    indices = entity_field_indices(fields)
+    info = _detect_game(states, game)
+    try:
+        raw = _parser.parse_batch(states, game_spec(info.name), indices, bool(grid))
+    except StateDecodeError as exc:
+        raise _mixed_batch_error(states, info, exc) or exc
+    scalar_columns = raw["scalars"]
+    scalars = {
+        name: scalar_columns[:, i].astype(_KIND_DTYPES[kind])
+        for i, (name, kind) in enumerate(zip(SCALAR_NAMES, _parser.SCALAR_KINDS))
+    }
+    trailer_columns = raw["trailer_scalars"]
+    extras = {
+        name: trailer_columns[:, i].astype(_KIND_DTYPES[kind])
+        for i, (name, kind) in enumerate((n, k) for n, k in info.trailer if not k.startswith("v"))
+    }
+    vectors, vector_counts = _split_vectors(info, raw)
+    return StateBatch(
+        game=info.name,
+        reward=scalars["reward"],
+        done=scalars["done"],
+        level_complete=scalars["level_complete"],
+        cur_time=scalars["cur_time"],
+        level_seed=scalars["current_level_seed"],
+        entity_fields=fields,
+        entities=raw["entities"],
+        entity_counts=raw["entity_counts"],
+        grid=raw["grid"],
+        extras=extras,
+        vectors=vectors,
+        vector_counts=vector_counts,
+        scalars=scalars,
+        sizes=raw["sizes"],
+    )
+
+
+def _mixed_batch_error(
+    states: Sequence[BytesLike], game: Game, exc: StateDecodeError
+) -> Optional[MixedBatchError]:
+    if exc.code == STATUS_SHAPE:
+        return MixedBatchError(
+            f"state {exc.index} has a different grid size than state 0; "
+            "a batch must hold one game in one distribution mode"
+        )
+    if exc.code == STATUS_GAME:
+        try:
+            other = _parser.read_game_name(states[exc.index])
+        except StateDecodeError:
+            return None
+        if other in GAMES:
+            return MixedBatchError(
+                f"state {exc.index} is a {other} state but the batch is {game.name}; "
+                "parse one game per call"
+            )
+    return None
+
+
+def parse_state(
+    state: BytesLike,
+    *,
+    entity_fields: Optional[Sequence[str]] = None,
+    grid: bool = True,
+    game: Optional[str] = None,
+) -> StateBatch:
+    """parse_states for a single state: a StateBatch of length 1."""
+    return parse_states([state], entity_fields=entity_fields, grid=grid, game=game)

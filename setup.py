@@ -1,0 +1,55 @@
+"""Build the C extensions.
+
+Environment switches (read at build time):
+  PROCGEN_ENTITIES_DEBUG=1      -O0 -g3, assertions on
+  PROCGEN_ENTITIES_SANITIZE=1   -O1 -g with AddressSanitizer + UndefinedBehaviorSanitizer
+                                (run with LD_PRELOAD of libasan, see .ci/run)
+"""
+
+import os
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+DEBUG = os.environ.get("PROCGEN_ENTITIES_DEBUG", "") not in ("", "0")
+SANITIZE = os.environ.get("PROCGEN_ENTITIES_SANITIZE", "") not in ("", "0")
+
+compile_args = ["-std=c99", "-Wall", "-Wextra", "-Wno-unused-function", "-Wno-unused-parameter"]
+link_args: list = []
+macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+if SANITIZE:
+    sanitizers = "-fsanitize=address,undefined"
+    compile_args += ["-O1", "-g", "-fno-omit-frame-pointer", sanitizers,
+                     "-fno-sanitize-recover=undefined"]
+    link_args += [sanitizers]
+elif DEBUG:
+    compile_args += ["-O0", "-g3", "-UNDEBUG"]
+else:
+    compile_args += ["-O3"]
+    macros.append(("NDEBUG", "1"))
+
+
+def extension(name, sources, libraries=()):
+    return Extension(
+        f"procgen_entities.{name}",
+        [f"procgen_entities/{name}.pyx", *(f"csrc/{s}" for s in sources)],
+        include_dirs=["csrc"],
+        extra_compile_args=compile_args,
+        extra_link_args=link_args,
+        define_macros=macros,
+        libraries=list(libraries),
+    )
+
+
+EXTENSIONS = [
+    extension("_parser", ["state_parser.c"]),
+]
+
+setup(
+    ext_modules=cythonize(
+        EXTENSIONS,
+        language_level=3,
+        compiler_directives={"boundscheck": DEBUG or SANITIZE, "wraparound": False,
+                             "cdivision": True, "embedsignature": True},
+    ),
+)
