@@ -250,7 +250,7 @@ static pe_status walk_trailer(cursor *c, const pe_game_spec *spec, pe_layout *la
             s = kind == PE_T_BOOL ? take_bool(c, field) : take_i32(c, field, &ignored);
             layout->n_trailer_scalars++;
         } else {
-            int32_t count;
+            int32_t count = 0;
             int64_t items_at = c->at + 4;
             s = take_vector(c, field, item_bytes[kind], &count);
             if (s == PE_OK && kind == PE_T_VEC_BOOL) {
@@ -271,7 +271,7 @@ pe_status pe_measure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
                      pe_layout *layout, pe_error *err) {
     cursor c = {buf, len, 0, err};
     const uint8_t *name;
-    int32_t name_len, grid_size, n_entities, w, h, count;
+    int32_t name_len, grid_size, n_entities, w, h, count = 0;
     int64_t block_at;
     pe_status s;
 

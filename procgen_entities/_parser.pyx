@@ -84,7 +84,7 @@ cdef class _Buffers:
                 continue
             try:
                 PyObject_GetBuffer(obj, &self.views[i], PyBUF_SIMPLE)
-            except (TypeError, BufferError) as exc:
+            except (TypeError, BufferError, ValueError) as exc:  # numpy: ValueError
                 raise TypeError(
                     f"state {i}: expected a contiguous bytes-like object, got "
                     f"{type(obj).__name__} ({exc})") from None

@@ -1,0 +1,313 @@
+/* Many states at once; see state_set.h. */
+#include "state_set.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static inline int32_t load_i32(const uint8_t *p) {
+    uint32_t u = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+                 ((uint32_t)p[3] << 24);
+    int32_t v;
+    memcpy(&v, &u, 4);
+    return v;
+}
+static inline float load_f32(const uint8_t *p) {
+    int32_t i = load_i32(p);
+    float v;
+    memcpy(&v, &i, 4);
+    return v;
+}
+
+pe_state_set *pe_state_set_create(int64_t n, int64_t capacity) {
+    if (n < 0 || capacity < 16 || capacity > INT32_MAX) return NULL;
+    pe_state_set *set = (pe_state_set *)calloc(1, sizeof(pe_state_set));
+    if (set == NULL) return NULL;
+    size_t m = (size_t)(n > 0 ? n : 1);
+    set->n = n;
+    set->capacity = capacity;
+    set->buffers = (uint8_t **)calloc(m, sizeof(uint8_t *));
+    set->lengths = (int64_t *)calloc(m, sizeof(int64_t));
+    set->layouts = (pe_layout *)calloc(m, sizeof(pe_layout));
+    set->status = (pe_status *)calloc(m, sizeof(pe_status));
+    set->errors = (pe_error *)calloc(m, sizeof(pe_error));
+    if (!set->buffers || !set->lengths || !set->layouts || !set->status || !set->errors) {
+        pe_state_set_destroy(set);
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        set->buffers[i] = (uint8_t *)malloc((size_t)capacity);
+        if (set->buffers[i] == NULL) {
+            pe_state_set_destroy(set);
+            return NULL;
+        }
+    }
+    return set;
+}
+
+void pe_state_set_destroy(pe_state_set *set) {
+    if (set == NULL) return;
+    if (set->buffers)
+        for (int64_t i = 0; i < set->n; i++) free(set->buffers[i]);
+    free(set->buffers);
+    free(set->lengths);
+    free(set->layouts);
+    free(set->status);
+    free(set->errors);
+    free(set);
+}
+
+/* ---- collecting ---- */
+
+typedef struct {
+    pe_get_state_fn get_state;
+    void *env;
+    int64_t first;
+    pe_state_set *set;
+    const pe_game_spec *spec;
+} collect_job;
+
+static void collect_one(void *raw, int64_t k) {
+    collect_job *job = (collect_job *)raw;
+    pe_state_set *set = job->set;
+    int64_t i = job->first + k;
+    int written = job->get_state(job->env, (int)k, (char *)set->buffers[i], (int)set->capacity);
+    if (written < 0 || written > set->capacity) {
+        set->lengths[i] = 0;
+        set->status[i] = PE_ERR_TRUNCATED;
+        set->errors[i].status = PE_ERR_TRUNCATED;
+        set->errors[i].offset = 0;
+        set->errors[i].field = "get_state";
+        return;
+    }
+    set->lengths[i] = written;
+    set->status[i] = pe_measure(set->buffers[i], written, job->spec, &set->layouts[i],
+                                &set->errors[i]);
+}
+
+pe_status pe_collect(pe_pool *pool, pe_get_state_fn get_state, void *env, int32_t count,
+                     int64_t first, pe_state_set *set, const pe_game_spec *spec,
+                     int64_t *bad_index, pe_error *err) {
+    *bad_index = -1;
+    if (first < 0 || count < 0 || first + count > set->n || get_state == NULL) {
+        err->status = PE_ERR_SPEC;
+        err->offset = 0;
+        err->field = "collect range";
+        return PE_ERR_SPEC;
+    }
+    collect_job job = {get_state, env, first, set, spec};
+    pe_pool_run(pool, count, collect_one, &job);
+    for (int64_t i = first; i < first + count; i++) {
+        if (set->status[i] != PE_OK) {
+            *bad_index = i;
+            *err = set->errors[i];
+            return set->status[i];
+        }
+        if (set->layouts[i].width != set->layouts[first].width ||
+            set->layouts[i].height != set->layouts[first].height) {
+            *bad_index = i;
+            err->status = PE_ERR_SHAPE;
+            err->offset = set->layouts[i].camera_at + 36;
+            err->field = "grid.w";
+            return PE_ERR_SHAPE;
+        }
+    }
+    return PE_OK;
+}
+
+/* ---- filling ---- */
+
+typedef struct {
+    const pe_state_set *set;
+    const pe_game_spec *spec;
+    double *scalars;
+    double *trailer_scalars;
+    int32_t *grid;
+    int64_t n_scalars;
+} fill_job;
+
+static void fill_one(void *raw, int64_t i) {
+    fill_job *job = (fill_job *)raw;
+    const pe_layout *l = &job->set->layouts[i];
+    int64_t cells = (int64_t)l->width * l->height;
+    pe_fill(job->set->buffers[i], l, job->spec, job->scalars ? job->scalars + i * job->n_scalars : NULL,
+            NULL, 0, NULL, job->grid ? job->grid + i * cells : NULL,
+            job->trailer_scalars ? job->trailer_scalars + i * l->n_trailer_scalars : NULL, NULL);
+}
+
+void pe_fill_states(pe_pool *pool, const pe_state_set *set, const pe_game_spec *spec,
+                    double *scalars, double *trailer_scalars, int32_t *grid) {
+    fill_job job = {set, spec, scalars, trailer_scalars, grid, pe_scalar_count()};
+    pe_pool_run(pool, set->n, fill_one, &job);
+}
+
+double pe_trailer_scalar(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *spec,
+                         int32_t index) {
+    static const int64_t item_bytes[] = {4, 4, 4, 4, 4, 4, PE_ENTITY_BYTES};
+    const uint8_t *p = buf + layout->trailer_at;
+    int32_t scalar = 0;
+    for (int i = 0; i < spec->n_trailer; i++) {
+        uint8_t kind = spec->trailer_kinds[i];
+        if (kind >= PE_T_VEC_I32) {
+            p += 4 + (int64_t)load_i32(p) * item_bytes[kind];
+            continue;
+        }
+        if (scalar++ == index) return kind == PE_T_F32 ? (double)load_f32(p) : (double)load_i32(p);
+        p += 4;
+    }
+    return 0.0;
+}
+
+typedef struct {
+    const pe_state_set *set;
+    const pe_game_spec *spec;
+    int32_t max_items;
+    int32_t n_vectors;
+    double *heads;
+    int64_t *lengths;
+} heads_job;
+
+static void heads_one(void *raw, int64_t i) {
+    static const int64_t item_bytes[] = {4, 4, 4, 4, 4, 4, PE_ENTITY_BYTES};
+    heads_job *job = (heads_job *)raw;
+    const pe_layout *l = &job->set->layouts[i];
+    const uint8_t *p = job->set->buffers[i] + l->trailer_at;
+    int32_t v = 0;
+    for (int t = 0; t < job->spec->n_trailer; t++) {
+        uint8_t kind = job->spec->trailer_kinds[t];
+        if (kind < PE_T_VEC_I32) {
+            p += 4;
+            continue;
+        }
+        int32_t count = load_i32(p);
+        double *head = job->heads + (i * job->n_vectors + v) * job->max_items;
+        job->lengths[i * job->n_vectors + v] = count;
+        for (int32_t k = 0; k < job->max_items; k++) {
+            const uint8_t *item = p + 4 + k * item_bytes[kind];
+            if (k >= count) head[k] = 0.0;
+            else if (kind == PE_T_VEC_F32) head[k] = (double)load_f32(item);
+            else if (kind == PE_T_VEC_ENTITY) head[k] = (double)load_i32(item + 24);
+            else head[k] = (double)load_i32(item);
+        }
+        p += 4 + (int64_t)count * item_bytes[kind];
+        v++;
+    }
+}
+
+void pe_fill_vector_heads(pe_pool *pool, const pe_state_set *set, const pe_game_spec *spec,
+                          int32_t max_items, double *heads, int64_t *lengths) {
+    int32_t n_vectors = 0;
+    for (int t = 0; t < spec->n_trailer; t++) n_vectors += spec->trailer_kinds[t] >= PE_T_VEC_I32;
+    if (n_vectors == 0 || max_items < 0) return;
+    heads_job job = {set, spec, max_items, n_vectors, heads, lengths};
+    pe_pool_run(pool, set->n, heads_one, &job);
+}
+
+/* ---- entity plans ---- */
+
+int pe_plan_check(const pe_entity_plan *plan, const pe_game_spec *spec) {
+    int32_t n_scalars = 0;
+    for (int i = 0; i < spec->n_trailer; i++) n_scalars += spec->trailer_kinds[i] < PE_T_VEC_I32;
+    if (plan->n_slots < 0 || plan->n_slots > PE_MAX_SLOTS || plan->lut_size < 0) return -1;
+    for (int32_t t = 0; t < plan->lut_size; t++)
+        if (plan->type_to_slot[t] < -1 || plan->type_to_slot[t] >= plan->n_slots) return -1;
+    if (plan->feature_start[0] != 0) return -1;
+    for (int32_t s = 0; s < plan->n_slots; s++) {
+        if (plan->feature_start[s + 1] < plan->feature_start[s]) return -1;
+        if (plan->condition[s] < -1 || plan->condition[s] >= n_scalars) return -1;
+        for (int32_t f = plan->feature_start[s]; f < plan->feature_start[s + 1]; f++)
+            if (plan->features[f] < 0 || plan->features[f] > PE_FEATURE_REL_Y) return -1;
+    }
+    return 0;
+}
+
+static inline int32_t slot_of(const pe_entity_plan *plan, const uint8_t *record) {
+    int32_t type = load_i32(record + 24);
+    return (type >= 0 && type < plan->lut_size) ? plan->type_to_slot[type] : -1;
+}
+
+/* Which slots are enabled for this state (their condition holds). */
+static void enabled_slots(const pe_entity_plan *plan, const uint8_t *buf, const pe_layout *l,
+                          const pe_game_spec *spec, uint8_t *enabled) {
+    for (int32_t s = 0; s < plan->n_slots; s++)
+        enabled[s] = plan->condition[s] < 0 ||
+                     pe_trailer_scalar(buf, l, spec, plan->condition[s]) != 0.0;
+}
+
+typedef struct {
+    const pe_entity_plan *plan;
+    const pe_state_set *set;
+    const pe_game_spec *spec;
+    int64_t *counts;
+    const int64_t *row_starts;   /* [n_slots][n]: first row of state i in slot s */
+    float *out;
+    const int64_t *slot_offsets;
+} plan_job;
+
+static void count_one(void *raw, int64_t i) {
+    plan_job *job = (plan_job *)raw;
+    const pe_entity_plan *plan = job->plan;
+    const pe_layout *l = &job->set->layouts[i];
+    const uint8_t *buf = job->set->buffers[i];
+    int64_t n = job->set->n;
+    uint8_t enabled[PE_MAX_SLOTS];
+    enabled_slots(plan, buf, l, job->spec, enabled);
+    for (int32_t s = 0; s < plan->n_slots; s++) job->counts[s * n + i] = 0;
+    const uint8_t *record = buf + l->entities_at;
+    for (int32_t e = 0; e < l->n_entities; e++, record += PE_ENTITY_BYTES) {
+        int32_t s = slot_of(plan, record);
+        if (s >= 0 && enabled[s]) job->counts[s * n + i]++;
+    }
+}
+
+void pe_plan_count(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,
+                   const pe_game_spec *spec, int64_t *counts) {
+    plan_job job = {plan, set, spec, counts, NULL, NULL, NULL};
+    pe_pool_run(pool, set->n, count_one, &job);
+}
+
+static inline float feature_value(const uint8_t *record, const uint8_t *player, int32_t code) {
+    if (code == PE_FEATURE_REL_X) return load_f32(record) - load_f32(player);
+    if (code == PE_FEATURE_REL_Y) return load_f32(record + 4) - load_f32(player + 4);
+    const uint8_t *p = record + 4 * code;
+    return pe_entity_field_is_int(code) ? (float)load_i32(p) : load_f32(p);
+}
+
+static void fill_entities_one(void *raw, int64_t i) {
+    plan_job *job = (plan_job *)raw;
+    const pe_entity_plan *plan = job->plan;
+    const pe_layout *l = &job->set->layouts[i];
+    const uint8_t *buf = job->set->buffers[i];
+    int64_t n = job->set->n;
+    int64_t next_row[PE_MAX_SLOTS];
+    uint8_t enabled[PE_MAX_SLOTS];
+    enabled_slots(plan, buf, l, job->spec, enabled);
+    for (int32_t s = 0; s < plan->n_slots; s++) next_row[s] = job->row_starts[s * n + i];
+    const uint8_t *player = buf + l->entities_at;
+    const uint8_t *record = player;
+    for (int32_t e = 0; e < l->n_entities; e++, record += PE_ENTITY_BYTES) {
+        int32_t s = slot_of(plan, record);
+        if (s < 0 || !enabled[s]) continue;
+        int32_t f0 = plan->feature_start[s], nf = plan->feature_start[s + 1] - f0;
+        float *row = job->out + job->slot_offsets[s] + next_row[s]++ * nf;
+        for (int32_t f = 0; f < nf; f++) row[f] = feature_value(record, player, plan->features[f0 + f]);
+    }
+}
+
+int pe_plan_fill(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,
+                  const pe_game_spec *spec, const int64_t *counts, const int64_t *slot_offsets,
+                  float *out) {
+    int64_t n = set->n;
+    int64_t *row_starts = (int64_t *)malloc(sizeof(int64_t) * (size_t)(plan->n_slots * n + 1));
+    if (row_starts == NULL) return -1;
+    for (int32_t s = 0; s < plan->n_slots; s++) {
+        int64_t row = 0;
+        for (int64_t i = 0; i < n; i++) {
+            row_starts[s * n + i] = row;
+            row += counts[s * n + i];
+        }
+    }
+    plan_job job = {plan, set, spec, NULL, row_starts, out, slot_offsets};
+    pe_pool_run(pool, n, fill_entities_one, &job);
+    free(row_starts);
+    return 0;
+}

@@ -1,0 +1,35 @@
+"""Creating procgen envs safely: every env this package makes goes through here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from procgen_entities.games import get_game
+
+__all__ = ["make_procgen_env", "check_procgen_options"]
+
+#: procgen's distribution modes.
+DISTRIBUTION_MODES = ("easy", "hard", "extreme", "memory", "exploration")
+
+
+def check_procgen_options(game: str, options: dict) -> None:
+    """Refuse options that would make procgen abort the process or fail obscurely."""
+    get_game(game)
+    if options.get("use_generated_assets"):
+        raise ValueError(
+            "use_generated_assets=True is not supported: procgen's get_state aborts the whole "
+            "process with it (fassert '!options.use_generated_assets')"
+        )
+    mode = options.get("distribution_mode", "hard")
+    if mode not in DISTRIBUTION_MODES:
+        raise ValueError(
+            f"unknown distribution_mode {mode!r}; valid modes: {', '.join(DISTRIBUTION_MODES)}"
+        )
+
+
+def make_procgen_env(game: str, num: int, **options: Any) -> Any:
+    """A procgen ProcgenGym3Env after check_procgen_options."""
+    check_procgen_options(game, options)
+    from procgen import ProcgenGym3Env  # imported lazily: it prints gym's notice on import
+
+    return ProcgenGym3Env(num=num, env_name=game, **options)

@@ -1,0 +1,50 @@
+# Mirrors csrc/state_set.h.
+from libc.stdint cimport int32_t, int64_t, uint8_t
+
+from procgen_entities.state_parser cimport pe_error, pe_game_spec, pe_layout, pe_status
+from procgen_entities.thread_pool cimport pe_pool
+
+
+cdef extern from "state_set.h" nogil:
+    ctypedef int (*pe_get_state_fn)(void *env, int index, char *buffer, int length) noexcept nogil
+
+    ctypedef struct pe_state_set:
+        int64_t n
+        int64_t capacity
+        uint8_t **buffers
+        int64_t *lengths
+        pe_layout *layouts
+        pe_status *status
+        pe_error *errors
+
+    pe_state_set *pe_state_set_create(int64_t n, int64_t capacity) noexcept
+    void pe_state_set_destroy(pe_state_set *set) noexcept
+    pe_status pe_collect(pe_pool *pool, pe_get_state_fn get_state, void *env, int32_t count,
+                         int64_t first, pe_state_set *set, const pe_game_spec *spec,
+                         int64_t *bad_index, pe_error *err) noexcept
+    void pe_fill_states(pe_pool *pool, const pe_state_set *set, const pe_game_spec *spec,
+                        double *scalars, double *trailer_scalars, int32_t *grid) noexcept
+    void pe_fill_vector_heads(pe_pool *pool, const pe_state_set *set, const pe_game_spec *spec,
+                              int32_t max_items, double *heads, int64_t *lengths) noexcept
+    double pe_trailer_scalar(const uint8_t *buf, const pe_layout *layout,
+                             const pe_game_spec *spec, int32_t index) noexcept
+
+    enum:
+        PE_FEATURE_REL_X
+        PE_FEATURE_REL_Y
+        PE_MAX_SLOTS
+
+    ctypedef struct pe_entity_plan:
+        int32_t n_slots
+        int32_t lut_size
+        const int32_t *type_to_slot
+        const int32_t *feature_start
+        const int32_t *features
+        const int32_t *condition
+
+    int pe_plan_check(const pe_entity_plan *plan, const pe_game_spec *spec) noexcept
+    void pe_plan_count(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,
+                       const pe_game_spec *spec, int64_t *counts) noexcept
+    int pe_plan_fill(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,
+                     const pe_game_spec *spec, const int64_t *counts,
+                     const int64_t *slot_offsets, float *out) noexcept

@@ -1,0 +1,47 @@
+# Mirrors csrc/tilemap.h.
+from libc.stdint cimport int8_t, int32_t, int64_t
+
+
+cdef extern from "tilemap.h" nogil:
+    enum:
+        TM_MAX_CLASSES
+        TM_MAX_CROP
+        TM_EMPTY
+        TM_STACK_BASE
+        TM_STACK_TOP
+
+    ctypedef enum tm_mode:
+        TM_TILES
+        TM_RUNS
+        TM_COLUMNS
+        TM_CHUNKS
+
+    ctypedef enum tm_status:
+        TM_OK
+        TM_ERR_ARG
+        TM_ERR_SPEC
+        TM_ERR_SCRATCH
+        TM_ERR_OVERFLOW
+        TM_ERR_MISMATCH
+
+    ctypedef struct tm_spec:
+        const int8_t *lut
+        int32_t lut_size
+        int32_t n_classes
+        int32_t oob_class
+        int32_t base_class
+        int32_t top_class
+
+    const char *tm_status_text(tm_status status) noexcept
+    tm_status tm_check_spec(const tm_spec *spec) noexcept
+    int32_t tm_n_types(tm_mode mode, int32_t n_classes) noexcept
+    int32_t tm_n_features(tm_mode mode, int32_t t, int32_t n_classes, int with_rel) noexcept
+    int64_t tm_scratch_size(int64_t n, const int32_t *crops) noexcept
+    tm_status tm_count_many(int64_t n, const int32_t *grids, int32_t height, int32_t width,
+                            const tm_spec *spec, tm_mode mode, int32_t chunk,
+                            const int32_t *crops, int8_t *scratch, int64_t scratch_size,
+                            int64_t *counts) noexcept
+    tm_status tm_fill_many(int64_t n, const tm_spec *spec, tm_mode mode, int32_t chunk,
+                           const int32_t *crops, const float *refs, const int8_t *scratch,
+                           int64_t scratch_size, const int64_t *counts, float *const *outs,
+                           const int64_t *caps, const int32_t *n_features) noexcept
