@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# One entry point for a fresh machine. Creates .venv (Python 3.11), installs the package with
+# what the task needs, then runs it.
+#   bash run.sh demo [GAME]   the viewer on a live procgen level (default: coinrun)
+#   bash run.sh test          the whole test suite (plain build, then the parser tests under ASan+UBSan)
+#   bash run.sh train GAME    training with enn-trainer (installs the train extra first)
+set -euo pipefail
+cd "$(dirname "$0")"
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+VENV=${VENV:-.venv}
+
+ensure_venv() {
+    if [ ! -x "$VENV/bin/python" ]; then
+        "$PYTHON" -m venv "$VENV"
+        "$VENV/bin/python" -m pip install -q -U pip setuptools wheel
+    fi
+}
+
+install_package() {  # $1: extras, e.g. "[test]"
+    ensure_venv
+    # entity-gym declares python<3.11 but works on 3.11: install it without that check first.
+    "$VENV/bin/pip" install -q --ignore-requires-python "entity-gym==0.1.10"
+    "$VENV/bin/pip" install -q -e ".$1"
+}
+
+install_train() {
+    install_package "[test]"
+    VENV="$VENV" bash docs/train-install.sh
+}
+
+case "${1:-demo}" in
+demo)
+    install_package ""
+    shift || true
+    exec "$VENV/bin/python" -m procgen_entities.dump "${1:-coinrun}" --entities
+    ;;
+test)
+    install_train
+    "$VENV/bin/python" -m pytest -p no:cacheprovider
+    bash .ci/sanitizers.sh "$VENV"
+    ;;
+train)
+    install_train
+    shift
+    exec "$VENV/bin/python" -m procgen_entities.train "$@"
+    ;;
+*)
+    echo "usage: bash run.sh demo [GAME] | test | train GAME [overrides]" >&2
+    exit 2
+    ;;
+esac

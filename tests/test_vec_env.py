@@ -1,0 +1,203 @@
+"""ProcgenVecEnv against real procgen: the entity-gym contract, and values checked against procgen's
+own reward/done (gym3 observe) and against the parser on the same get_state bytes."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from entity_gym.env import Entity, ObsSpace, VecObs
+from ragged_buffer import RaggedBufferI64
+
+from procgen_entities import GAME_NAMES, parse_states
+from procgen_entities.adapters import ACTION_LABELS, GLOBAL_ENTITY
+from procgen_entities.vec_env import ProcgenVecEnv
+
+OBS_SPACES = Path(__file__).parent / "data" / "obs_spaces.json"
+
+
+def actions(rng: np.random.Generator, n: int) -> dict:
+    chosen = rng.integers(0, len(ACTION_LABELS), size=(n, 1))
+    return {"move": RaggedBufferI64.from_flattened(chosen, np.ones(n, dtype=np.int64))}
+
+
+def check_contract(env: ProcgenVecEnv, obs: VecObs, space: ObsSpace) -> None:
+    n = len(env)
+    assert set(obs.features) == set(space.entities) | {GLOBAL_ENTITY}
+    for name, entity in space.entities.items():
+        buf = obs.features[name]
+        assert buf.size0() == n
+        assert buf.size2() == len(entity.features)
+        assert np.isfinite(buf.as_array()).all()
+    glob = obs.features[GLOBAL_ENTITY]
+    assert list(glob.size1()) == [1] * n and glob.size2() == len(space.global_features)
+    assert obs.reward.shape == (n,) and obs.reward.dtype == np.float32
+    assert obs.done.shape == (n,) and obs.done.dtype == np.bool_
+    actors = obs.action_masks["move"].actors.as_array().reshape(-1)
+    entities_per_env = sum(obs.features[name].size1() for name in space.entities)
+    assert (actors == entities_per_env).all()  # the global entity comes after all others
+
+
+def pinned_spaces() -> dict:
+    spaces = {}
+    for game in GAME_NAMES:
+        env = ProcgenVecEnv(game, 1, seed=0, num_threads=1)
+        space = env.obs_space()
+        spaces[game] = {
+            "global_features": space.global_features,
+            "entities": {k: v.features for k, v in space.entities.items()},
+            "actions": env.action_space()["move"].index_to_label,
+        }
+        env.close()
+    return spaces
+
+
+def test_observation_spaces_are_pinned() -> None:
+    """A feature change must be deliberate: trained checkpoints depend on these names."""
+    current = pinned_spaces()
+    if os.environ.get("UPDATE_SNAPSHOTS"):
+        OBS_SPACES.write_text(json.dumps(current, indent=1) + "\n")
+    assert current == json.loads(OBS_SPACES.read_text())
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("game", GAME_NAMES)
+@pytest.mark.parametrize("mode", ["easy", "hard"])
+def test_contract_and_values_against_procgen(game: str, mode: str) -> None:
+    rng = np.random.default_rng(hash((game, mode)) % 2**32)
+    with ProcgenVecEnv(game, 6, distribution_mode=mode, seed=7, num_groups=2) as env:
+        space = env.obs_space()
+        obs = env.reset(space)
+        check_contract(env, obs, space)
+        assert not obs.done.any()
+        dones = 0
+        for _ in range(60):
+            obs = env.act(actions(rng, len(env)), space)
+            check_contract(env, obs, space)
+            # procgen's own reward and episode flags for the same step (gym3 observe)
+            rew = np.concatenate([e.observe()[0] for e in env._envs])
+            first = np.concatenate([e.observe()[2] for e in env._envs])
+            np.testing.assert_array_equal(obs.reward, rew)
+            np.testing.assert_array_equal(obs.done, first)
+            dones += int(obs.done.sum())
+            # the player's position equals entity 0 of the parsed state
+            batch = parse_states(env.get_states())
+            player = obs.features["Player"].as_array()
+            np.testing.assert_array_equal(obs.features["Player"].size1(), 1)
+            offsets = batch.entity_offsets[:-1]
+            np.testing.assert_array_equal(player[:, 0], batch.field("x")[offsets])
+            np.testing.assert_array_equal(player[:, 1], batch.field("y")[offsets])
+            np.testing.assert_array_equal(obs.reward, batch.reward)
+
+
+@pytest.mark.live
+def test_entity_counts_match_parsed_types() -> None:
+    """Every declared entity of the raw state shows up under its type, hidden ones excepted."""
+    rng = np.random.default_rng(1)
+    with ProcgenVecEnv("bossfight", 4, seed=3) as env:
+        space = env.obs_space()
+        env.reset(space)
+        shields_seen = {0: 0, 1: 0}
+        for _ in range(80):
+            obs = env.act(actions(rng, 4), space)
+            batch = parse_states(env.get_states())
+            types = batch.field("type").astype(int)
+            env_of = np.repeat(np.arange(4), batch.entity_counts)
+            for tid, name in env.game.entity_types.items():
+                expected = np.bincount(env_of[types == tid], minlength=4)
+                if name == "Shields":
+                    up = batch.extras["shields_are_up"]
+                    expected = np.where(up, expected, 0)
+                    for u in up:
+                        shields_seen[int(u)] += 1
+                np.testing.assert_array_equal(obs.features[name].size1(), expected, err_msg=name)
+        assert shields_seen[0] and shields_seen[1], "both shield states should occur"
+
+
+@pytest.mark.live
+def test_obs_filter_gathers_only_requested() -> None:
+    rng = np.random.default_rng(2)
+    with ProcgenVecEnv("coinrun", 4, seed=5, relative_positions=True) as env:
+        full = env.obs_space()
+        small = ObsSpace(
+            global_features=["step_fraction"],
+            entities={"Player": Entity(["y"]), "Enemy": Entity(["rel_y", "rel_x", "x"])},
+        )
+        env.reset(full)
+        for _ in range(30):
+            obs = env.act(actions(rng, 4), small)
+        assert set(obs.features) == {"Player", "Enemy", GLOBAL_ENTITY}
+        assert obs.features["Enemy"].size2() == 3
+        batch = parse_states(env.get_states())
+        types = batch.field("type").astype(int)
+        enemy = batch.entities[types == 5]
+        ex, ey = enemy[:, 0], enemy[:, 1]
+        env_of = np.repeat(np.arange(4), batch.entity_counts)[types == 5]
+        px, py = batch.field("x")[batch.entity_offsets[:-1]], batch.field("y")[batch.entity_offsets[:-1]]
+        got = obs.features["Enemy"].as_array()
+        np.testing.assert_array_equal(got[:, 0], ey - py[env_of])
+        np.testing.assert_array_equal(got[:, 1], ex - px[env_of])
+        np.testing.assert_array_equal(got[:, 2], ex)
+        with pytest.raises(ValueError, match="no features"):
+            env.act(actions(rng, 4), ObsSpace(entities={"Player": Entity(["nope"])}))
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("game", ["coinrun", "starpilot"])
+def test_one_thread_and_many_threads_agree(game: str) -> None:
+    results = []
+    for threads in (1, 2, 3):
+        rng = np.random.default_rng(11)
+        with ProcgenVecEnv(game, 8, seed=21, num_threads=threads, num_groups=2) as env:
+            space = env.obs_space()
+            env.reset(space)
+            steps = [env.act(actions(rng, 8), space) for _ in range(25)]
+            results.append(
+                [{k: v.as_array().copy() for k, v in o.features.items()} for o in steps]
+            )
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert a.keys() == b.keys()
+            for k in a:
+                np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_close_is_idempotent_and_refuses_bad_options() -> None:
+    env = ProcgenVecEnv("bigfish", 2, seed=0)
+    env.reset(env.obs_space())
+    env.close()
+    env.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        env.get_states()
+    with pytest.raises(ValueError, match="use_generated_assets"):
+        ProcgenVecEnv("bigfish", 2, use_generated_assets=True)
+    with pytest.raises(ValueError, match="unknown procgen game"):
+        ProcgenVecEnv("pong", 2)
+    with pytest.raises(ValueError, match="distribution_mode"):
+        ProcgenVecEnv("bigfish", 2, distribution_mode="nightmare")
+
+
+@pytest.mark.slow
+@pytest.mark.live
+def test_rss_and_threads_stable_over_200k_steps() -> None:
+    psutil = pytest.importorskip("psutil")
+    proc = psutil.Process()
+    rng = np.random.default_rng(0)
+    n = 64
+    with ProcgenVecEnv("bigfish", n, seed=1, num_groups=2) as env:
+        space = env.obs_space()
+        env.reset(space)
+        acts = [actions(rng, n) for _ in range(16)]
+        for k in range(300):
+            env.act(acts[k % 16], space)
+        rss0, threads0 = proc.memory_info().rss, threading.active_count()
+        tasks0 = proc.num_threads()
+        for k in range(200_000 // n - 300):
+            env.act(acts[k % 16], space)
+        growth = proc.memory_info().rss - rss0
+        assert growth < 16 * 2**20, f"RSS grew by {growth / 2**20:.1f} MiB"
+        assert threading.active_count() == threads0 and proc.num_threads() == tasks0
