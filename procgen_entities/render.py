@@ -629,4 +629,4 @@ def render_text(
     buf = io.StringIO()
     console = plain_console(buf, width)
     console.print(render(batch, i, view_mode=view_mode, entities=entities, ascii_only=True))
-    return "\n".join(line.rstrip() for line in buf.getvalue().split("\n"))
+    return "\n".join(line.rstrip() for line in buf.getvalue().rstrip("\n").split("\n"))

@@ -1,0 +1,198 @@
+"""Entity steps/s of ProcgenVecEnv against baselines measured in the same run.
+
+    python benchmarks/bench_vec_env.py [--games coinrun bigfish starpilot] [--envs 64] [--steps 200]
+
+Baselines, all with the same number of envs and random actions:
+  serial     procgen act + get_state (gym3 callmethod) in a Python loop: states, not entities
+  pixels     procgen act + observe: what pixel agents pay
+  seed-style one procgen env per env, a per-state pure-Python parse, entity-gym's EnvList
+Then ProcgenVecEnv's thread scaling (1 .. cores) and where its step time goes.
+Prints ratios; machines are noisy, so compare within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from typing import Any, Callable, Dict, List, Mapping
+
+import numpy as np
+from entity_gym.env import (
+    EnvList,
+    Environment,
+    GlobalCategoricalActionMask,
+    Observation,
+    ObsSpace,
+)
+from ragged_buffer import RaggedBufferI64
+
+from procgen_entities.adapters import action_space, observation_space
+from procgen_entities.games import get_game
+from procgen_entities.procgen_envs import make_procgen_env
+from procgen_entities.reference import reference_parse_states
+from procgen_entities.vec_env import ProcgenVecEnv
+
+
+def rate(run: Callable[[int], None], steps: int, envs: int, repeats: int) -> float:
+    """Median env steps per second over `repeats` timed runs of `steps` steps."""
+    run(max(5, steps // 10))  # warm up
+    rates = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        run(steps)
+        rates.append(steps * envs / (time.perf_counter() - t))
+    return statistics.median(rates)
+
+
+class SeedStyleEnv(Environment):
+    """The old way: one procgen env, get_state through gym3, a pure-Python parse per state."""
+
+    def __init__(self, game: str, seed: int) -> None:
+        self.game = get_game(game)
+        self.env = make_procgen_env(game, 1, rand_seed=seed)
+        self.space = observation_space(self.game)
+
+    def obs_space(self) -> ObsSpace:
+        return self.space
+
+    def action_space(self) -> Dict[str, Any]:
+        return dict(action_space())
+
+    def reset(self) -> Observation:
+        return self._observe()
+
+    def act(self, actions: Mapping[str, Any]) -> Observation:
+        self.env.act(np.array([actions["move"].index], dtype=np.int32))
+        return self._observe()
+
+    def _observe(self) -> Observation:
+        batch = reference_parse_states(self.env.callmethod("get_state"))
+        types = batch.field("type").astype(int)
+        features = {}
+        for tid, name in self.game.entity_types.items():
+            cols = [batch.entity_fields.index(f) for f in self.game.entity_features(name)]
+            features[name] = batch.entities[types == tid][:, cols]
+        return Observation(
+            features=features,
+            actions={"move": GlobalCategoricalActionMask()},
+            global_features=[0.0] * len(self.space.global_features),
+            done=bool(batch.done[0]),
+            reward=float(batch.reward[0]),
+        )
+
+
+def action_batches(n: int, count: int = 32) -> List[Dict[str, RaggedBufferI64]]:
+    rng = np.random.default_rng(0)
+    ones = np.ones(n, dtype=np.int64)
+    return [
+        {"move": RaggedBufferI64.from_flattened(rng.integers(0, 15, (n, 1)), ones)}
+        for _ in range(count)
+    ]
+
+
+def bench_game(game: str, n: int, steps: int, repeats: int) -> Dict[str, float]:
+    results: Dict[str, float] = {}
+    raw = np.random.default_rng(0).integers(0, 15, (32, n)).astype(np.int32)
+
+    env = make_procgen_env(game, n, rand_seed=0)
+
+    def serial(k: int) -> None:
+        for i in range(k):
+            env.act(raw[i % 32])
+            env.callmethod("get_state")
+
+    def pixels(k: int) -> None:
+        for i in range(k):
+            env.act(raw[i % 32])
+            env.observe()
+
+    results["serial act+get_state"] = rate(serial, steps, n, repeats)
+    results["act+observe (pixels)"] = rate(pixels, steps, n, repeats)
+    env.close()
+
+    acts = action_batches(n)
+    seed_env = EnvList(lambda: SeedStyleEnv(game, 0), n)
+    space = seed_env.obs_space()
+    seed_env.reset(space)
+
+    def seed_style(k: int) -> None:
+        for i in range(k):
+            seed_env.act(acts[i % 32], space)
+
+    results["seed-style EnvList"] = rate(seed_style, max(10, steps // 4), n, repeats)
+    seed_env.close()
+
+    cores = os.cpu_count() or 1
+    for threads in sorted({1, 2, cores}):
+        vec = ProcgenVecEnv(game, n, seed=0, num_threads=threads)
+        space = vec.obs_space()
+        vec.reset(space)
+
+        def run_vec(k: int) -> None:
+            for i in range(k):
+                vec.act(acts[i % 32], space)
+
+        results[f"ProcgenVecEnv {threads} thread(s)"] = rate(run_vec, steps, n, repeats)
+        vec.close()
+    return results
+
+
+def breakdown(game: str, n: int, steps: int) -> Dict[str, float]:
+    """µs per env step in each phase of ProcgenVecEnv.act, phases forced apart (no overlap)."""
+    vec = ProcgenVecEnv(game, n, seed=0)
+    space = vec.obs_space()
+    vec.reset(space)
+    acts = action_batches(n)
+    phases = dict.fromkeys(["act", "waiting for procgen", "get_state+measure", "parse", "VecObs"], 0.0)
+    for i in range(steps):
+        chosen = acts[i % 32]["move"].as_array().reshape(-1).astype(np.int32)
+        t0 = time.perf_counter()
+        for env, start, size in zip(vec._envs, vec._group_starts, vec._group_sizes):
+            env.act(chosen[start : start + size])
+        t1 = time.perf_counter()
+        for env in vec._envs:
+            env.observe()  # waits until procgen finished stepping
+        t2 = time.perf_counter()
+        vec._collect()
+        t3 = time.perf_counter()
+        plan = vec._plan_for(space)
+        vec._collector.fill(vec._scalars, vec._trailer)
+        counts = np.empty((len(plan.entity_types), n), dtype=np.int64)
+        vec._collector.count(counts)
+        offsets = np.zeros(len(plan.entity_types) + 1, dtype=np.int64)
+        np.cumsum(counts.sum(axis=1) * plan.widths, out=offsets[1:])
+        vec._collector.gather(counts, offsets, np.empty(offsets[-1], dtype=np.float32))
+        t4 = time.perf_counter()
+        vec._observe(space)
+        t5 = time.perf_counter()
+        for key, dt in zip(phases, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, (t5 - t4) - (t4 - t3))):
+            phases[key] += dt
+    vec.close()
+    return {k: v / steps / n * 1e6 for k, v in phases.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--games", nargs="+", default=["coinrun", "bigfish", "starpilot"])
+    parser.add_argument("--envs", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    print(f"{args.envs} envs, {args.steps} steps x {args.repeats} repeats, {os.cpu_count()} cores")
+    for game in args.games:
+        results = bench_game(game, args.envs, args.steps, args.repeats)
+        base = results["serial act+get_state"]
+        seed = results["seed-style EnvList"]
+        print(f"\n{game}")
+        print(f"  {'':32s} {'steps/s':>9s} {'vs serial':>9s} {'vs seed':>9s}")
+        for name, value in results.items():
+            print(f"  {name:32s} {value:9.0f} {value / base:8.2f}x {value / seed:8.2f}x")
+        print("  where a ProcgenVecEnv step goes (µs per env step, phases run apart):")
+        for name, us in breakdown(game, args.envs, max(20, args.steps // 4)).items():
+            print(f"    {name:24s} {us:7.2f}")
+
+
+if __name__ == "__main__":
+    main()
