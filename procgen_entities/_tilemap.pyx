@@ -69,7 +69,10 @@ def convert(const int32_t[:, :, ::1] grids, TileSpec spec, int mode, int chunk,
     if with_rel and (refs.shape[0] != n or refs.shape[1] != 2):
         raise ValueError(f"refs must have shape ({n}, 2), got ({refs.shape[0]}, {refs.shape[1]})")
     cdef const int32_t *crops_ptr = &crops[0, 0] if n else NULL
-    cdef const float *refs_ptr = &refs[0, 0] if (with_rel and n) else NULL
+    cdef float no_refs[2]  # with_rel and n == 0: a valid pointer that is never read
+    cdef const float *refs_ptr = NULL
+    if with_rel:
+        refs_ptr = &refs[0, 0] if n else no_refs
     cdef const int32_t *grids_ptr = &grids[0, 0, 0] if (n and height and width) else NULL
     cdef int64_t scratch_size
     with nogil:

@@ -142,6 +142,8 @@ class EntityPlan:
         lut = np.full(max(type_ids.values()) + 1, -1, dtype=np.int32)
         feature_start, codes, condition = [0], [], []
         for name, entity in requested.entities.items():
+            if name not in full_space.entities:
+                raise ValueError(f"{game.name}: no entity type {name!r} in the observation space")
             if name not in type_ids:
                 continue  # not an entity of the raw state (e.g. a tilemap type)
             available = full_space.entities.get(name)

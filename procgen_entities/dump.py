@@ -18,7 +18,7 @@ import io
 import os
 import sys
 import time
-from typing import List, Optional, Sequence
+from typing import List, Sequence
 
 from procgen_entities.errors import StateDecodeError
 from procgen_entities.games import GAME_NAMES
@@ -98,7 +98,7 @@ class _Rollout:
 def record_state(
     game: str, *, mode: str = "hard", seed: int = 0, steps: int = 0, policy: str = "random"
 ) -> bytes:
-    """The get_state blob after ``steps`` steps of ``policy`` on level ``seed`` (as the dump does)."""
+    """The get_state blob after ``steps`` steps of ``policy`` on level ``seed``, as the dump."""
     _check_game_mode(game, mode)
     rollout = _Rollout(game, mode, seed, policy)
     for _ in range(steps):
@@ -173,29 +173,61 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("game", nargs="?", metavar="GAME", help="procgen game (optional with --state)")
     p.add_argument("--seed", type=_nonneg_int, default=0, help="level and RNG seed (default 0)")
     p.add_argument(
-        "--distribution-mode", "--mode", dest="mode", choices=MODES, default="hard",
+        "--distribution-mode",
+        "--mode",
+        dest="mode",
+        choices=MODES,
+        default="hard",
         help="procgen distribution mode (default hard, as procgen)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--steps", type=_nonneg_int, default=None,
+        "--steps",
+        type=_nonneg_int,
+        default=None,
         help=f"steps to take before drawing (default 0; {WATCH_STEPS} with --watch)",
-    )  # fmt: skip
-    p.add_argument("--policy", choices=("random", "noop"), default="random",
-                   help="actions for --steps (default random, seeded by --seed)")  # fmt: skip
+    )
+    p.add_argument(
+        "--policy",
+        choices=("random", "noop"),
+        default="random",
+        help="actions for --steps (default random, seeded by --seed)",
+    )
     view = p.add_mutually_exclusive_group()
-    view.add_argument("--window", dest="view", action="store_const", const="window",
-                      help="only the agent's camera view (default where the camera follows the agent)")  # fmt: skip
-    view.add_argument("--full", dest="view", action="store_const", const="full",
-                      help="the whole grid (default for the other games)")  # fmt: skip
+    view.add_argument(
+        "--window",
+        dest="view",
+        action="store_const",
+        const="window",
+        help="only the agent's camera view (default where the camera follows the agent)",
+    )
+    view.add_argument(
+        "--full",
+        dest="view",
+        action="store_const",
+        const="full",
+        help="the whole grid (default for the other games)",
+    )
     p.add_argument("--entities", action="store_true", help="add a table of the entities")
-    p.add_argument("--color", "--colour", choices=("auto", "always", "never"), default="auto",
-                   help="colour: auto (when stdout is a terminal), always, never")  # fmt: skip
+    p.add_argument(
+        "--color",
+        "--colour",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour: auto (when stdout is a terminal), always, never",
+    )
     p.add_argument("--watch", action="store_true", help="animate the rollout step by step")
-    p.add_argument("--delay", type=_delay, default=0.05,
-                   help="seconds between frames with --watch (default 0.05)")  # fmt: skip
+    p.add_argument(
+        "--delay",
+        type=_delay,
+        default=0.05,
+        help="seconds between frames with --watch (default 0.05)",
+    )
     p.add_argument("--state", metavar="FILE", help="draw a saved get_state blob (raw or .gz)")
-    p.add_argument("--save", metavar="FILE", help="write the drawn state's get_state blob "
-                   "(gzip'ed if FILE ends in .gz)")  # fmt: skip
+    p.add_argument(
+        "--save",
+        metavar="FILE",
+        help="write the drawn state's get_state blob (gzip'ed if FILE ends in .gz)",
+    )
     return p
 
 
@@ -232,7 +264,11 @@ def _console(color: bool):  # type: ignore[no-untyped-def]
 
 def _width(default: int) -> int:
     try:
-        return max(80, os.get_terminal_size(sys.stdout.fileno()).columns) if sys.stdout.isatty() else default
+        return (
+            max(80, os.get_terminal_size(sys.stdout.fileno()).columns)
+            if sys.stdout.isatty()
+            else default
+        )
     except (OSError, ValueError, AttributeError):
         return default
 
@@ -245,8 +281,14 @@ def _draw(console, batch: StateBatch, args: argparse.Namespace) -> None:  # type
         text = render_text(batch, view_mode=args.view, entities=args.entities, width=console.width)
         console.file.write(text if text.endswith("\n") else text + "\n")
     else:
-        console.print(render(batch, view_mode=args.view, entities=args.entities,
-                             legend_width=min(100, console.width)))  # fmt: skip
+        console.print(
+            render(
+                batch,
+                view_mode=args.view,
+                entities=args.entities,
+                legend_width=min(100, console.width),
+            )
+        )
 
 
 def _watch(console, rollout: _Rollout, steps: int, args: argparse.Namespace) -> bytes:  # type: ignore[no-untyped-def]
@@ -265,8 +307,12 @@ def _watch(console, rollout: _Rollout, steps: int, args: argparse.Namespace) -> 
     from rich.live import Live
 
     def frame(b: bytes):  # type: ignore[no-untyped-def]
-        return render(_parse(b, "get_state"), view_mode=args.view, entities=args.entities,
-                      legend_width=min(100, console.width))  # fmt: skip
+        return render(
+            _parse(b, "get_state"),
+            view_mode=args.view,
+            entities=args.entities,
+            legend_width=min(100, console.width),
+        )
 
     with Live(frame(blob), console=console, auto_refresh=False, transient=False) as live:
         for _ in range(steps):
@@ -284,9 +330,13 @@ def run(args: argparse.Namespace) -> int:
         batch = _parse(blob, repr(args.state))
         if args.game is not None and args.game != batch.game:
             if args.game not in GAME_NAMES:
-                raise UsageError(f"unknown game {args.game!r}; valid games: {', '.join(GAME_NAMES)}")
-            print(f"note: {args.state!r} holds a {batch.game} state; drawing it as {batch.game}",
-                  file=sys.stderr)  # fmt: skip
+                raise UsageError(
+                    f"unknown game {args.game!r}; valid games: {', '.join(GAME_NAMES)}"
+                )
+            print(
+                f"note: {args.state!r} holds a {batch.game} state; drawing it as {batch.game}",
+                file=sys.stderr,
+            )
         console = _console(color)
         _draw(console, batch, args)
     else:
@@ -308,7 +358,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return run(args)

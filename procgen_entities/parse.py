@@ -114,12 +114,22 @@ def _split_vectors(game: Game, raw: dict) -> Tuple[Dict[str, np.ndarray], Dict[s
     counts = raw["vector_counts"]  # int64[n, V]
     values = raw["vector_values"]
     widths = np.array([len(ENTITY_FIELDS) if k == "ve" else 1 for k in kinds], dtype=np.int64)
-    # The C side writes state 0's vectors, then state 1's, ...: tag each value with its vector.
-    segment_lengths = (counts * widths).reshape(-1)
-    vector_of_value = np.repeat(np.tile(np.arange(len(names)), counts.shape[0]), segment_lengths)
+    # The C side writes state 0's vectors, then state 1's, ...: vector v of state i is the
+    # segment starts[i, v] : starts[i, v] + lengths[i, v]. Gather each vector's segments with one
+    # index array (a single vector, e.g. starpilot's spawners, is already contiguous).
+    lengths = counts * widths
+    flat = lengths.reshape(-1)
+    starts = (np.cumsum(flat) - flat).reshape(lengths.shape)
     vectors, vector_counts = {}, {}
     for v, (name, kind) in enumerate(zip(names, kinds)):
-        picked = values[vector_of_value == v].astype(_VECTOR_DTYPES[kind])
+        if len(names) == 1:
+            picked = values
+        else:
+            seg = lengths[:, v]
+            out_starts = np.cumsum(seg) - seg
+            shift = np.repeat(starts[:, v] - out_starts, seg)
+            picked = values[np.arange(int(seg.sum()), dtype=np.int64) + shift]
+        picked = picked.astype(_VECTOR_DTYPES[kind])
         vectors[name] = picked.reshape(-1, len(ENTITY_FIELDS)) if kind == "ve" else picked
         vector_counts[name] = counts[:, v].copy()
     return vectors, vector_counts

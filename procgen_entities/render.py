@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import math
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import IO, Callable, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 from rich import box
@@ -85,7 +85,9 @@ TILE_GLYPHS: Mapping[str, Mapping[int, Glyph]] = {
     "dodgeball": _t(t100=_SPACE, t10=Glyph("%", "OutOfBounds", "grey50")),
     "fruitbot": _t(t100=_SPACE, t2=Glyph("%", "OutOfBounds", "grey50")),
     "heist": _t(t51=Glyph("#", "Wall", _WALL), t100=_SPACE),
-    "jumper": _t(t6=Glyph("#", "CaveWall", _WALL), t7=Glyph("=", "CaveWallTop", _WALL), t100=_SPACE),
+    "jumper": _t(
+        t6=Glyph("#", "CaveWall", _WALL), t7=Glyph("=", "CaveWallTop", _WALL), t100=_SPACE
+    ),
     "leaper": _t(t2=Glyph(":", "Road", "grey50"), t3=Glyph("~", "Water", "blue"), t100=_SPACE),
     "maze": _t(t51=Glyph("#", "Wall", _WALL), t2=Glyph("G", "Goal (cheese)", _GOAL), t100=_SPACE),
     "miner": _t(
@@ -342,7 +344,7 @@ def follows_agent(batch: StateBatch, i: int = 0) -> bool:
     return 0 < view_dim < min(w, h) - 1e-3
 
 
-def choose_view(batch: StateBatch, i: int = 0, mode: Optional[str] = None) -> View:
+def choose_view(batch: StateBatch, i: int = 0, mode: str | None = None) -> View:
     """``mode`` "window" (the camera square center ± view_dim/2), "full" (the whole grid) or None
     (window for games whose camera follows the agent, full otherwise)."""
     grid = batch.grid
@@ -369,7 +371,7 @@ def choose_view(batch: StateBatch, i: int = 0, mode: Optional[str] = None) -> Vi
 # Drawing
 
 
-def _entity_glyph(game: Game, ctx: _Context, row: np.ndarray) -> Optional[Glyph]:
+def _entity_glyph(game: Game, ctx: _Context, row: np.ndarray) -> Glyph | None:
     """The glyph of one entity, or None if it is not drawn (ignored, HUD, hidden)."""
     etype = int(row[_F["type"]])
     if etype in game.ignored_types or row[_F["use_abs_coords"]] != 0:
@@ -447,22 +449,22 @@ def _cells(batch: StateBatch, i: int, view: View) -> List[List[Glyph]]:
                 cells[r][c] = glyph
 
     for row, glyph in filled:
-        x, y, rx, ry = (float(row[_F[f]]) for f in ("x", "y", "rx", "ry"))
-        if not all(map(math.isfinite, (x, y, rx, ry))):
+        ex, ey, rx, ry = (float(row[_F[f]]) for f in ("x", "y", "rx", "ry"))
+        if not all(map(math.isfinite, (ex, ey, rx, ry))):
             continue
-        xs = range(math.ceil(x - rx - 0.5), math.floor(x + rx - 0.5) + 1)
-        ys = range(math.ceil(y - ry - 0.5), math.floor(y + ry - 0.5) + 1)
+        xs = range(math.ceil(ex - rx - 0.5), math.floor(ex + rx - 0.5) + 1)
+        ys = range(math.ceil(ey - ry - 0.5), math.floor(ey + ry - 0.5) + 1)
         if len(xs) == 0:
-            xs = range(math.floor(x), math.floor(x) + 1)
+            xs = range(math.floor(ex), math.floor(ex) + 1)
         if len(ys) == 0:
-            ys = range(math.floor(y), math.floor(y) + 1)
+            ys = range(math.floor(ey), math.floor(ey) + 1)
         for yy in ys:
             for xx in xs:
                 put(xx, yy, glyph)
     for _, _, row, glyph in sorted(points, key=lambda p: (p[0], p[1])):
-        x, y = float(row[_F["x"]]), float(row[_F["y"]])
-        if math.isfinite(x) and math.isfinite(y):
-            put(math.floor(x), math.floor(y), glyph)
+        ex, ey = float(row[_F["x"]]), float(row[_F["y"]])
+        if math.isfinite(ex) and math.isfinite(ey):
+            put(math.floor(ex), math.floor(ey), glyph)
     return cells
 
 
@@ -471,8 +473,9 @@ def _all_fields(batch: StateBatch, i: int) -> np.ndarray:
     ents = batch.state_entities(i)
     if tuple(batch.entity_fields) == ENTITY_FIELDS:
         return ents
-    missing = [f for f in ("x", "y", "rx", "ry", "type", "use_abs_coords")
-               if f not in batch.entity_fields]  # fmt: skip
+    missing = [
+        f for f in ("x", "y", "rx", "ry", "type", "use_abs_coords") if f not in batch.entity_fields
+    ]
     if missing:
         raise ValueError(f"render needs entity fields {missing}; parse with all entity fields")
     out = np.zeros((len(ents), len(ENTITY_FIELDS)), dtype=np.float32)
@@ -481,7 +484,7 @@ def _all_fields(batch: StateBatch, i: int) -> np.ndarray:
     return out
 
 
-def header(batch: StateBatch, i: int = 0, view: Optional[View] = None) -> Text:
+def header(batch: StateBatch, i: int = 0, view: View | None = None) -> Text:
     """One line: game, distribution mode, level seed, step, reward, done (and the view)."""
     mode_id = int(batch.scalars["distribution_mode"][i])
     mode = DISTRIBUTION_MODES.get(mode_id, f"mode{mode_id}")
@@ -507,7 +510,7 @@ def header(batch: StateBatch, i: int = 0, view: Optional[View] = None) -> Text:
     return text
 
 
-def map_lines(batch: StateBatch, i: int = 0, view: Optional[View] = None) -> List[Text]:
+def map_lines(batch: StateBatch, i: int = 0, view: View | None = None) -> List[Text]:
     """The map rows, highest y first, each prefixed by its y coordinate."""
     if view is None:
         view = choose_view(batch, i)
@@ -570,10 +573,16 @@ def entity_table(batch: StateBatch, i: int = 0, *, ascii_only: bool = False) -> 
             notes.append(f"theme={int(row[_F['image_theme']])}")
         ch = Text(glyph.char, style=glyph.style) if glyph is not None else Text("")
         table.add_row(
-            str(k), ch, name, str(etype),
-            *(_fmt(float(row[_F[f]])) for f in ("x", "y", "vx", "vy", "rx", "ry", "rotation", "health")),
+            str(k),
+            ch,
+            name,
+            str(etype),
+            *(
+                _fmt(float(row[_F[f]]))
+                for f in ("x", "y", "vx", "vy", "rx", "ry", "rotation", "health")
+            ),
             " ".join(notes),
-        )  # fmt: skip
+        )
     if omitted:
         table.caption = "not shown: " + ", ".join(f"{n} x {why}" for why, n in omitted.items())
         table.caption_justify = "left"
@@ -584,7 +593,7 @@ def render(
     batch: StateBatch,
     i: int = 0,
     *,
-    view_mode: Optional[str] = None,
+    view_mode: str | None = None,
     entities: bool = False,
     legend_width: int = 100,
     ascii_only: bool = False,
@@ -599,7 +608,7 @@ def render(
     return Group(*parts)
 
 
-def plain_console(file: Optional[io.TextIOBase] = None, width: int = 200) -> Console:
+def plain_console(file: IO[str] | None = None, width: int = 200) -> Console:
     """A console that writes plain text: no colour and no escape codes of any kind."""
     return Console(
         file=file if file is not None else io.StringIO(),
@@ -621,7 +630,7 @@ def render_text(
     batch: StateBatch,
     i: int = 0,
     *,
-    view_mode: Optional[str] = None,
+    view_mode: str | None = None,
     entities: bool = False,
     width: int = 200,
 ) -> str:

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 import numpy.typing as npt
 from entity_gym.env import ActionSpace, ObsSpace, VecEnv, VecObs
-from entity_gym.env.vec_env import Metric, VecCategoricalActionMask
+from entity_gym.env.vec_env import Metric, VecActionMask, VecCategoricalActionMask
 from ragged_buffer import RaggedBufferF32, RaggedBufferI64
 
 from procgen_entities import _collector
@@ -36,6 +36,7 @@ from procgen_entities.adapters import (
 from procgen_entities.games import Game, get_game
 from procgen_entities.parse import SCALAR_NAMES, game_spec
 from procgen_entities.procgen_envs import make_procgen_env
+from procgen_entities.tilemap import tilemap_features, tilemap_to_entities_batch
 
 __all__ = ["ProcgenVecEnv"]
 
@@ -49,7 +50,10 @@ class ProcgenVecEnv(VecEnv):
     get_state (default: the number of cores). ``num_groups``: procgen vec envs the envs are
     split over, so that one group's stepping overlaps the next group's get_state (default: 2 when
     there are at least 8 envs). ``relative_positions`` adds ``rel_x``/``rel_y`` (position minus
-    the player's) to every non-player entity type.
+    the player's) to every non-player entity type. ``tilemap`` ("tiles", "runs", "columns",
+    "chunks" or None) adds the tilemap's entity types (see tilemap.py), cropped to what procgen
+    shows the agent (the state's camera square), with ``rel_x``/``rel_y`` from the camera centre;
+    without it the grid is never read.
     """
 
     def __init__(
@@ -64,9 +68,12 @@ class ProcgenVecEnv(VecEnv):
         num_threads: Optional[int] = None,
         num_groups: Optional[int] = None,
         relative_positions: bool = False,
+        tilemap: Optional[str] = None,
         **procgen_options: Any,
     ) -> None:
         self.game: Game = get_game(game)
+        self.tilemap = tilemap
+        tile_entities = tilemap_features(self.game.name, tilemap, window=True) if tilemap else {}
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.num_envs = int(num_envs)
@@ -85,7 +92,9 @@ class ProcgenVecEnv(VecEnv):
         bounds = np.linspace(0, num_envs, groups + 1).round().astype(int)
         self._group_sizes = [int(b - a) for a, b in zip(bounds[:-1], bounds[1:])]
         self._group_starts = [int(a) for a in bounds[:-1]]
-        self._obs_space = observation_space(self.game, relative_positions=relative_positions)
+        self._obs_space = observation_space(
+            self.game, relative_positions=relative_positions, extra_entities=tile_entities
+        )
         self._spec = game_spec(self.game.name)
         self._collector = _collector.StateCollector(self._spec, self.num_envs, self.num_threads)
         self._closed = False
@@ -98,6 +107,10 @@ class ProcgenVecEnv(VecEnv):
         n_vectors = len(self.game.trailer_vectors)
         self._heads = np.zeros((n, n_vectors, VECTOR_HEAD_ITEMS), dtype=np.float64)
         self._head_lengths = np.zeros((n, n_vectors), dtype=np.int64)
+        self._grid: Optional[np.ndarray] = None
+        self._center_x, self._center_y, self._view_dim = (
+            SCALAR_NAMES.index(name) for name in ("center_x", "center_y", "view_dim")
+        )
         self._plans: Dict[Any, EntityPlan] = {}
         self._plan: Optional[EntityPlan] = None
         self._fresh = True  # every env is at the first state of a level, nothing stepped yet
@@ -204,6 +217,31 @@ class ProcgenVecEnv(VecEnv):
 
     # ---- building observations ----
 
+    def _add_tile_entities(
+        self, features: Dict[str, RaggedBufferF32], obs_filter: ObsSpace, counts: np.ndarray
+    ) -> None:
+        if not self.tilemap or self._grid is None:
+            return
+        wanted = [name for name in obs_filter.entities if name not in self.game.entity_types.values()]
+        if not wanted:
+            return
+        windows = self._scalars[:, [self._center_x, self._center_y, self._view_dim]]
+        rows, lengths = tilemap_to_entities_batch(self._grid, self.game.name, self.tilemap, windows=windows)
+        for name in wanted:
+            full = self._obs_space.entities.get(name)
+            if name not in rows or full is None:
+                raise ValueError(f"{self.game.name}: no entity type {name!r} in the observation")
+            requested = obs_filter.entities[name].features
+            missing = [f for f in requested if f not in full.features]
+            if missing:
+                raise ValueError(f"{self.game.name}: entity type {name!r} has no features {missing}")
+            if list(requested) != list(full.features):
+                columns = [full.features.index(f) for f in requested]
+                data = np.ascontiguousarray(rows[name][:, columns])
+            else:
+                data = rows[name]
+            features[name] = RaggedBufferF32.from_flattened(data, lengths[name])
+
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("ProcgenVecEnv is closed")
@@ -225,7 +263,12 @@ class ProcgenVecEnv(VecEnv):
     def _observe(self, obs_filter: ObsSpace) -> VecObs:
         plan = self._plan_for(obs_filter)
         collector = self._collector
-        collector.fill(self._scalars, self._trailer)
+        if self.tilemap:
+            if self._grid is None:
+                self._grid = np.empty((self.num_envs, *collector.grid_shape()), dtype=np.int32)
+            collector.fill(self._scalars, self._trailer, self._grid)
+        else:
+            collector.fill(self._scalars, self._trailer)
         if self._heads.shape[1]:
             collector.vector_heads(self._heads, self._head_lengths)
         n_slots = len(plan.entity_types)
@@ -243,13 +286,17 @@ class ProcgenVecEnv(VecEnv):
             rows = flat[slot_offsets[s] : slot_offsets[s + 1]].reshape(-1, int(plan.widths[s]))
             apply_derived_features(rows, plan.derived[s], counts[s], values)
             features[name] = RaggedBufferF32.from_flattened(rows, counts[s])
+        self._add_tile_entities(features, obs_filter, counts)
         globals_ = global_features(self.game, plan.global_features, values)
         features[GLOBAL_ENTITY] = RaggedBufferF32.from_flattened(
             globals_, np.ones(self.num_envs, dtype=np.int64)
         )
         # The global action is taken by the global entity, which comes after all others.
-        actor = counts.sum(axis=0).reshape(-1, 1)
-        action_masks = {
+        actor = sum(
+            (features[name].size1() for name in obs_filter.entities if name in features),
+            np.zeros(self.num_envs, dtype=np.int64),
+        ).reshape(-1, 1)
+        action_masks: Dict[str, VecActionMask] = {
             ACTION_NAME: VecCategoricalActionMask(
                 RaggedBufferI64.from_flattened(actor, np.ones(self.num_envs, dtype=np.int64)),
                 None,

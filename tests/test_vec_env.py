@@ -13,7 +13,7 @@ import pytest
 from entity_gym.env import Entity, ObsSpace, VecObs
 from ragged_buffer import RaggedBufferI64
 
-from procgen_entities import GAME_NAMES, parse_states
+from procgen_entities import GAME_NAMES, GAMES, parse_states
 from procgen_entities.adapters import ACTION_LABELS, GLOBAL_ENTITY
 from procgen_entities.vec_env import ProcgenVecEnv
 
@@ -201,3 +201,38 @@ def test_rss_and_threads_stable_over_200k_steps() -> None:
         growth = proc.memory_info().rss - rss0
         assert growth < 16 * 2**20, f"RSS grew by {growth / 2**20:.1f} MiB"
         assert threading.active_count() == threads0 and proc.num_threads() == tasks0
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("mode", ["tiles", "runs", "columns", "chunks"])
+@pytest.mark.parametrize("game", ["coinrun", "ninja", "climber", "maze"])
+def test_tilemap_option_keeps_the_contract(game: str, mode: str) -> None:
+    from procgen_entities.tilemap import tilemap_features, tilemap_to_entities
+
+    if mode == "columns" and not GAMES[game].platformer:
+        with pytest.raises(ValueError):
+            ProcgenVecEnv(game, 2, tilemap=mode)
+        return
+    rng = np.random.default_rng(4)
+    with ProcgenVecEnv(game, 4, seed=2, tilemap=mode, distribution_mode="easy") as env:
+        space = env.obs_space()
+        tile_types = tilemap_features(game, mode, window=True)
+        assert set(tile_types) <= set(space.entities)
+        obs = env.reset(space)
+        check_contract(env, obs, space)
+        for _ in range(20):
+            obs = env.act(actions(rng, 4), space)
+            check_contract(env, obs, space)
+        # each env's tile entities equal the per-state conversion of its parsed grid and camera
+        batch = parse_states(env.get_states())
+        for i in range(4):
+            window = tuple(float(batch.scalars[k][i]) for k in ("center_x", "center_y", "view_dim"))
+            expected = tilemap_to_entities(batch.grid[i], game, mode, window=window)
+            for name, rows in expected.items():
+                np.testing.assert_array_equal(obs.features[name][i].as_array(), rows)
+
+
+def test_without_tilemap_the_grid_is_not_read() -> None:
+    with ProcgenVecEnv("coinrun", 2, seed=0) as env:
+        env.reset(env.obs_space())
+        assert env._grid is None

@@ -1,0 +1,19 @@
+from typing import Any, Dict, Sequence, Tuple
+
+import numpy as np
+
+TRAILER_KIND_CODES: Dict[str, int]
+SCALAR_NAMES: Tuple[str, ...]
+SCALAR_KINDS: Tuple[str, ...]
+ENTITY_FIELD_IS_INT: Tuple[bool, ...]
+
+class GameSpec:
+    game: str
+    n_trailer_scalars: int
+    n_trailer_vectors: int
+    def __init__(self, game: str, trailer: Tuple[Tuple[str, str], ...]) -> None: ...
+
+def read_game_name(state: Any) -> str: ...
+def parse_batch(
+    states: Sequence[Any], spec: GameSpec, entity_fields: np.ndarray, want_grid: bool
+) -> Dict[str, Any]: ...
