@@ -1,0 +1,349 @@
+"""Tests of the text dump (procgen_entities.render and python -m procgen_entities.dump).
+
+Snapshots: every state in tests/data/dump/ (recorded by tests/record_dump_states.py, one per game
+plus a few other modes) is rendered as plain text and compared with tests/snapshots/dump/. After
+an intended change of the rendering, regenerate the snapshots and review the diff:
+
+    UPDATE_SNAPSHOTS=1 PYTHONPATH=. pytest tests/test_dump.py
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from procgen_entities import GAME_NAMES, GAMES, parse_state
+from procgen_entities.render import (
+    ENTITY_GLYPHS,
+    TILE_GLYPHS,
+    _legend_glyphs,
+    choose_view,
+    render_text,
+)
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+DUMP_DATA = TESTS / "data" / "dump"
+SNAPSHOTS = TESTS / "snapshots" / "dump"
+UPDATE = os.environ.get("UPDATE_SNAPSHOTS", "") not in ("", "0")
+MANIFEST: Dict[str, dict] = json.loads((DUMP_DATA / "manifest.json").read_text())
+STATE_NAMES = sorted(MANIFEST)
+ROW = re.compile(r"^ *-?\d+ (.*)$")
+
+
+def load_dump_state(name: str) -> bytes:
+    return gzip.decompress((DUMP_DATA / f"{name}.state.gz").read_bytes())
+
+
+def map_rows(text: str) -> List[str]:
+    """The map rows of a rendering (top row first), without their y labels."""
+    rows = []
+    for line in text.splitlines()[1:]:
+        m = ROW.match(line)
+        if not m:
+            break
+        rows.append(m.group(1))
+    return rows
+
+
+def check_snapshot(name: str, text: str) -> None:
+    path = SNAPSHOTS / f"{name}.txt"
+    if UPDATE:
+        SNAPSHOTS.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return
+    if not path.exists():
+        pytest.fail(f"snapshot {path} missing; create it with UPDATE_SNAPSHOTS=1")
+    expected = path.read_text()
+    assert text == expected, (
+        f"rendering of {name} differs from {path}; if intended, regenerate with UPDATE_SNAPSHOTS=1"
+    )
+
+
+# -------------------------------------------------------------------------------------------
+# Snapshots and rendering invariants (no procgen needed)
+
+
+def test_every_game_has_a_golden_dump_state() -> None:
+    assert {m["game"] for m in MANIFEST.values()} == set(GAME_NAMES)
+
+
+@pytest.mark.parametrize("name", STATE_NAMES)
+def test_snapshot(name: str) -> None:
+    batch = parse_state(load_dump_state(name))
+    assert batch.game == MANIFEST[name]["game"]
+    check_snapshot(name, render_text(batch, entities=True))
+
+
+@pytest.mark.parametrize("name", ["coinrun", "ninja", "caveflyer", "jumper", "maze_memory"])
+def test_snapshot_full_view_of_windowed_games(name: str) -> None:
+    batch = parse_state(load_dump_state(name))
+    assert choose_view(batch).kind == "window"
+    check_snapshot(f"{name}-full", render_text(batch, view_mode="full"))
+
+
+# The renderings in ../shared/procgen-state-format.md §5.3 (same levels, step 0).
+DOC_RENDERINGS = {
+    "coinrun": (
+        range(0, 32),
+        """\
+#.................|.........G###
+#..................=..=...===###
+#........|.S..|....#......######
+#.........====.....#......######
+#.........####...S.#......######
+#.........####=====#......######
+#...|.E.C.##########......######
+#....=====##########^^^^^^######
+#....###############~~~~~~######
+#....###############~~~~~~######
+#A...###############~~~~~~######
+#====###############======######""",
+        range(11, -1, -1),
+    ),
+    "ninja": (
+        range(0, 20),
+        """\
+####################
+#####.....##########
+#####.....##########
+#####.....##########
+#####.....##########
+#.........##########
+#..............#####
+#..............#####
+#....B.........#####
+#..............#####
+#...............####
+#....####.......####
+#A..............####
+#####...........####
+#####...........####
+#####.###......G####
+#####.....##########
+#####~~~~~~~~~~~####
+####################""",
+        range(44, 25, -1),
+    ),
+    "climber": (
+        range(0, 20),
+        """\
+#..................#
+#........o.........#
+#.========.........#
+#.........E........#
+#..................#
+#.........======...#
+#..................#
+#..................#
+#..................#
+#..==========......#
+#..................#
+#..................#
+#............E.....#
+#.............o....#
+#..........====....#
+#..................#
+#..............E...#
+#..................#
+#A.................#
+#==================#""",
+        range(19, -1, -1),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOC_RENDERINGS))
+def test_full_render_matches_format_reference(name: str) -> None:
+    cols, expected, ys = DOC_RENDERINGS[name]
+    batch = parse_state(load_dump_state(name))
+    h = batch.grid.shape[1]
+    rows = map_rows(render_text(batch, view_mode="full"))
+    assert len(rows) == h
+    got = [rows[h - 1 - y][cols.start : cols.stop] for y in ys]
+    assert "\n".join(got) == expected
+
+
+def test_coinrun_terrain_recognisable() -> None:
+    batch = parse_state(load_dump_state("coinrun"))
+    full = map_rows(render_text(batch, view_mode="full"))
+    assert len(full) == 64 and all(len(r) == 64 for r in full)
+    assert set(full[-1]) <= {"#", "="} and "=" in full[-1]  # the floor
+    assert sum(r.count("A") for r in full) == 1
+    assert sum(r.count("G") for r in full) == 1
+    window = map_rows(render_text(batch))
+    assert len(window) == 13 and all(len(r) == 13 for r in window)  # the agent's 13x13 view
+    assert sum(r.count("A") for r in window) == 1
+
+
+def test_glyph_tables_cover_every_game() -> None:
+    for name, game in GAMES.items():
+        for ids in game.tiles.values():
+            for tile in ids:
+                assert tile in TILE_GLYPHS[name], (name, tile)
+        assert 100 in TILE_GLYPHS[name]
+        for etype in game.entity_types:
+            assert etype in ENTITY_GLYPHS[name] or name == "heist", (name, etype)
+        chars = [g.char for g in _legend_glyphs(name)]
+        assert len(chars) == len(set(chars)), f"{name}: legend characters repeat: {chars}"
+        assert all(c.strip() for c in chars), name
+
+
+def test_renders_every_conftest_golden_state() -> None:
+    """Invariants over all states of the parser's golden data (tests/data/*.states.npz)."""
+    from conftest import GOLDEN_NAMES, load_golden
+
+    count = 0
+    for golden_name in GOLDEN_NAMES:
+        golden = load_golden(golden_name)
+        for blob in golden.states:
+            batch = parse_state(blob)
+            h, w = batch.grid.shape[1:]
+            for mode in (None, "full"):
+                text = render_text(batch, view_mode=mode, entities=mode is None)
+                rows = map_rows(text)
+                view = choose_view(batch, 0, mode)
+                assert len(rows) == view.h and all(len(r) == view.w for r in rows), golden_name
+                assert "?" not in "".join(rows), f"{golden_name}: unknown tile or entity"
+                assert "\x1b" not in text
+                if mode == "full":
+                    assert (len(rows), len(rows[0])) == (h, w)
+                    assert sum(r.count("A") for r in rows) == 1, golden_name
+            count += 1
+    assert count > 100
+
+
+# -------------------------------------------------------------------------------------------
+# The command line (subprocesses)
+
+
+def run_dump(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("FORCE_COLOR", None)
+    env.pop("NO_COLOR", None)
+    return subprocess.run(
+        [sys.executable, "-m", "procgen_entities.dump", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+    )
+
+
+def assert_usage_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_cli_state_file_piped_has_no_escape_codes(tmp_path: Path) -> None:
+    proc = run_dump("--state", str(DUMP_DATA / "coinrun.state.gz"), "--entities")
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout
+    batch = parse_state(load_dump_state("coinrun"))
+    assert proc.stdout == render_text(batch, entities=True) + "\n"
+
+
+def test_cli_color_always_has_escape_codes() -> None:
+    proc = run_dump("--state", str(DUMP_DATA / "heist.state.gz"), "--color", "always")
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b[" in proc.stdout
+    plain = run_dump("--state", str(DUMP_DATA / "heist.state.gz"), "--color", "never")
+    assert "\x1b" not in plain.stdout
+    assert re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", proc.stdout).split() == plain.stdout.split()
+
+
+@pytest.mark.live
+def test_cli_bare_runs_for_every_game() -> None:
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        procs = dict(zip(GAME_NAMES, pool.map(lambda g: run_dump(g), GAME_NAMES)))
+    for game, proc in procs.items():
+        assert proc.returncode == 0, (game, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        assert "\x1b" not in proc.stdout
+        first = proc.stdout.splitlines()[0]
+        assert first.startswith(f"{game}  mode=hard  level=0  step=0"), first
+        rows = map_rows(proc.stdout)
+        assert rows and sum(r.count("A") for r in rows) == 1, (game, proc.stdout)
+        assert "legend: " in proc.stdout
+
+
+@pytest.mark.live
+def test_cli_steps_watch_save_and_state_round_trip(tmp_path: Path) -> None:
+    for suffix in ("state", "state.gz"):
+        saved = tmp_path / f"coinrun.{suffix}"
+        args = ("--seed", "7", "--steps", "25", "--entities", "--full")
+        first = run_dump("coinrun", *args, "--save", str(saved))
+        assert first.returncode == 0, first.stderr
+        assert "step=25" in first.stdout.splitlines()[0]
+        blob = saved.read_bytes()
+        assert (blob[:2] == b"\x1f\x8b") == suffix.endswith(".gz")
+        again = run_dump("--state", str(saved), "--entities", "--full")
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == first.stdout
+    # --watch with piped output prints every frame, without control codes.
+    watch = run_dump("maze", "--watch", "--steps", "3", "--delay", "0", "--policy", "noop")
+    assert watch.returncode == 0, watch.stderr
+    assert "\x1b" not in watch.stdout
+    headers = [ln for ln in watch.stdout.splitlines() if ln.startswith("maze  ")]
+    assert [h.split()[3] for h in headers] == ["step=0", "step=1", "step=2", "step=3"]
+
+
+def test_cli_unknown_game() -> None:
+    proc = run_dump("pong")
+    assert_usage_error(proc, "'pong'", *GAME_NAMES)
+
+
+def test_cli_mode_the_game_lacks() -> None:
+    # procgen would abort the process (fassert) for coinrun in extreme mode.
+    proc = run_dump("coinrun", "--distribution-mode", "extreme")
+    assert_usage_error(proc, "coinrun", "easy", "hard")
+    assert "extreme" not in proc.stderr.split("valid modes for coinrun:")[1].split("(")[0]
+
+
+def test_cli_no_game() -> None:
+    assert_usage_error(run_dump(), "--state", "coinrun")
+
+
+def test_cli_missing_file(tmp_path: Path) -> None:
+    assert_usage_error(run_dump("--state", str(tmp_path / "nope.bin")), "nope.bin")
+
+
+@pytest.mark.parametrize("kind", ["truncated", "truncated_gz", "garbage", "empty", "bad_gzip"])
+def test_cli_bad_state_file(tmp_path: Path, kind: str) -> None:
+    blob = load_dump_state("ninja")
+    path = tmp_path / "bad.state"
+    if kind == "truncated":
+        path.write_bytes(blob[: len(blob) // 2])
+    elif kind == "truncated_gz":
+        path.write_bytes(gzip.compress(blob[:-1]))
+    elif kind == "garbage":
+        path.write_bytes(b"hello, this is not a procgen state\n" * 10)
+    elif kind == "empty":
+        path.write_bytes(b"")
+    else:
+        path.write_bytes(gzip.compress(blob)[:200])
+    proc = run_dump("--state", str(path))
+    assert_usage_error(proc, str(path))
+
+
+def test_cli_bad_flag_is_argparse_usage_error() -> None:
+    proc = run_dump("coinrun", "--steps", "-3")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    proc = run_dump("coinrun", "--window", "--full")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
