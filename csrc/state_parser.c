@@ -3,29 +3,14 @@
 
 #include <string.h>
 
+#include "le_read.h"
+
 #define PE_TERMINATOR ((int32_t)0xCAFECAFEu)
 #define PE_OPTIONS_AT 8          /* options start at 8 + name length */
 #define PE_OPTIONS_BYTES 68
 #define PE_STEP_BYTES 60
 #define PE_BASE_BYTES 76
 #define PE_CAMERA_BYTES 48       /* 9 camera fields + grid w, h, count */
-
-/* Little-endian reads that never assume alignment. */
-static inline uint32_t read_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-static inline int32_t read_i32(const uint8_t *p) {
-    uint32_t u = read_u32(p);
-    int32_t v;
-    memcpy(&v, &u, 4);
-    return v;
-}
-static inline float read_f32(const uint8_t *p) {
-    uint32_t u = read_u32(p);
-    float v;
-    memcpy(&v, &u, 4);
-    return v;
-}
 
 /* ---- the header and base scalars, as data ---- */
 
@@ -172,7 +157,7 @@ static inline int has(const cursor *c, int64_t n) { return n <= c->len - c->at; 
 
 static pe_status take_i32(cursor *c, const char *field, int32_t *out) {
     if (!has(c, 4)) return fail(c, PE_ERR_TRUNCATED, c->at, field);
-    *out = read_i32(c->buf + c->at);
+    *out = pe_load_i32(c->buf + c->at);
     c->at += 4;
     return PE_OK;
 }
@@ -209,7 +194,7 @@ static pe_status check_block_bools(cursor *c, anchor from, int64_t block_at) {
     for (int i = 0; i < N_SCALARS; i++) {
         if (SCALARS[i].from != from || SCALARS[i].kind != 'b') continue;
         int64_t at = block_at + SCALARS[i].at;
-        int32_t v = read_i32(c->buf + at);
+        int32_t v = pe_load_i32(c->buf + at);
         if (v != 0 && v != 1) return fail(c, PE_ERR_BOOL, at, SCALARS[i].name);
     }
     return PE_OK;
@@ -255,7 +240,7 @@ static pe_status walk_trailer(cursor *c, const pe_game_spec *spec, pe_layout *la
             s = take_vector(c, field, item_bytes[kind], &count);
             if (s == PE_OK && kind == PE_T_VEC_BOOL) {
                 for (int32_t k = 0; k < count; k++) {
-                    int32_t v = read_i32(c->buf + items_at + 4 * (int64_t)k);
+                    int32_t v = pe_load_i32(c->buf + items_at + 4 * (int64_t)k);
                     if (v != 0 && v != 1)
                         return fail(c, PE_ERR_BOOL, items_at + 4 * (int64_t)k, field);
                 }
@@ -298,7 +283,7 @@ pe_status pe_measure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
     layout->entities_at = entities_count_at + 4;
     layout->n_entities = n_entities;
     if (n_entities < 1) return fail(&c, PE_ERR_PLAYER, entities_count_at, "entities");
-    if (read_i32(buf + layout->entities_at + 24) != 0)
+    if (pe_load_i32(buf + layout->entities_at + 24) != 0)
         return fail(&c, PE_ERR_PLAYER, layout->entities_at + 24, "entities[0].type");
 
     if ((s = take_block(&c, ANCHOR_BASE, PE_BASE_BYTES, "use_procgen_background",
@@ -310,16 +295,16 @@ pe_status pe_measure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
         return s;
 
     const uint8_t *cam = buf + layout->camera_at;
-    w = read_i32(cam + 36);
-    h = read_i32(cam + 40);
-    count = read_i32(cam + 44);
+    w = pe_load_i32(cam + 36);
+    h = pe_load_i32(cam + 40);
+    count = pe_load_i32(cam + 44);
     if (w < 0) return fail(&c, PE_ERR_NEGATIVE, layout->camera_at + 36, "grid.w");
     if (h < 0) return fail(&c, PE_ERR_NEGATIVE, layout->camera_at + 40, "grid.h");
     if ((int64_t)w * h != count)
         return fail(&c, PE_ERR_GRID, layout->camera_at + 44, "grid.count");
     if (grid_size != count) return fail(&c, PE_ERR_GRID, grid_size_at, "grid_size");
-    if (read_i32(cam) != w) return fail(&c, PE_ERR_GRID, layout->camera_at, "main_width");
-    if (read_i32(cam + 4) != h) return fail(&c, PE_ERR_GRID, layout->camera_at + 4, "main_height");
+    if (pe_load_i32(cam) != w) return fail(&c, PE_ERR_GRID, layout->camera_at, "main_width");
+    if (pe_load_i32(cam + 4) != h) return fail(&c, PE_ERR_GRID, layout->camera_at + 4, "main_height");
     if (!has(&c, 4 * (int64_t)count))
         return fail(&c, PE_ERR_TRUNCATED, layout->camera_at + 44, "grid.data");
     layout->grid_at = c.at;
@@ -353,12 +338,12 @@ static int64_t anchor_offset(const pe_layout *layout, anchor from) {
 }
 
 static inline double read_value(const uint8_t *p, int is_float) {
-    return is_float ? (double)read_f32(p) : (double)read_i32(p);
+    return is_float ? (double)pe_load_f32(p) : (double)pe_load_i32(p);
 }
 
 static inline float read_entity_field(const uint8_t *record, int32_t field) {
     const uint8_t *p = record + 4 * field;
-    return ENTITY_FIELD_IS_INT[field] ? (float)read_i32(p) : read_f32(p);
+    return ENTITY_FIELD_IS_INT[field] ? (float)pe_load_i32(p) : pe_load_f32(p);
 }
 
 int64_t pe_vector_value_count(const pe_layout *layout, const pe_game_spec *spec) {
@@ -382,7 +367,7 @@ static void fill_trailer(const uint8_t *buf, const pe_layout *layout, const pe_g
             p += 4;
             continue;
         }
-        int32_t count = read_i32(p);
+        int32_t count = pe_load_i32(p);
         p += 4;
         if (kind == PE_T_VEC_ENTITY) {
             for (int32_t k = 0; k < count; k++, p += PE_ENTITY_BYTES)
@@ -416,7 +401,7 @@ void pe_fill(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *sp
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
         memcpy(grid, p, (size_t)cells * 4);
 #else
-        for (int64_t i = 0; i < cells; i++) grid[i] = read_i32(p + 4 * i);
+        for (int64_t i = 0; i < cells; i++) grid[i] = pe_load_i32(p + 4 * i);
 #endif
     }
     if (trailer_scalars || vector_values)

@@ -4,19 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static inline int32_t load_i32(const uint8_t *p) {
-    uint32_t u = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-                 ((uint32_t)p[3] << 24);
-    int32_t v;
-    memcpy(&v, &u, 4);
-    return v;
-}
-static inline float load_f32(const uint8_t *p) {
-    int32_t i = load_i32(p);
-    float v;
-    memcpy(&v, &i, 4);
-    return v;
-}
+#include "le_read.h"
 
 pe_state_set *pe_state_set_create(int64_t n, int64_t capacity) {
     if (n < 0 || capacity < 16 || capacity > INT32_MAX) return NULL;
@@ -148,10 +136,10 @@ double pe_trailer_scalar(const uint8_t *buf, const pe_layout *layout, const pe_g
     for (int i = 0; i < spec->n_trailer; i++) {
         uint8_t kind = spec->trailer_kinds[i];
         if (kind >= PE_T_VEC_I32) {
-            p += 4 + (int64_t)load_i32(p) * item_bytes[kind];
+            p += 4 + (int64_t)pe_load_i32(p) * item_bytes[kind];
             continue;
         }
-        if (scalar++ == index) return kind == PE_T_F32 ? (double)load_f32(p) : (double)load_i32(p);
+        if (scalar++ == index) return kind == PE_T_F32 ? (double)pe_load_f32(p) : (double)pe_load_i32(p);
         p += 4;
     }
     return 0.0;
@@ -178,15 +166,15 @@ static void heads_one(void *raw, int64_t i) {
             p += 4;
             continue;
         }
-        int32_t count = load_i32(p);
+        int32_t count = pe_load_i32(p);
         double *head = job->heads + (i * job->n_vectors + v) * job->max_items;
         job->lengths[i * job->n_vectors + v] = count;
         for (int32_t k = 0; k < job->max_items; k++) {
             const uint8_t *item = p + 4 + k * item_bytes[kind];
             if (k >= count) head[k] = 0.0;
-            else if (kind == PE_T_VEC_F32) head[k] = (double)load_f32(item);
-            else if (kind == PE_T_VEC_ENTITY) head[k] = (double)load_i32(item + 24);
-            else head[k] = (double)load_i32(item);
+            else if (kind == PE_T_VEC_F32) head[k] = (double)pe_load_f32(item);
+            else if (kind == PE_T_VEC_ENTITY) head[k] = (double)pe_load_i32(item + 24);
+            else head[k] = (double)pe_load_i32(item);
         }
         p += 4 + (int64_t)count * item_bytes[kind];
         v++;
@@ -221,7 +209,7 @@ int pe_plan_check(const pe_entity_plan *plan, const pe_game_spec *spec) {
 }
 
 static inline int32_t slot_of(const pe_entity_plan *plan, const uint8_t *record) {
-    int32_t type = load_i32(record + 24);
+    int32_t type = pe_load_i32(record + 24);
     return (type >= 0 && type < plan->lut_size) ? plan->type_to_slot[type] : -1;
 }
 
@@ -266,10 +254,10 @@ void pe_plan_count(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set
 }
 
 static inline float feature_value(const uint8_t *record, const uint8_t *player, int32_t code) {
-    if (code == PE_FEATURE_REL_X) return load_f32(record) - load_f32(player);
-    if (code == PE_FEATURE_REL_Y) return load_f32(record + 4) - load_f32(player + 4);
+    if (code == PE_FEATURE_REL_X) return pe_load_f32(record) - pe_load_f32(player);
+    if (code == PE_FEATURE_REL_Y) return pe_load_f32(record + 4) - pe_load_f32(player + 4);
     const uint8_t *p = record + 4 * code;
-    return pe_entity_field_is_int(code) ? (float)load_i32(p) : load_f32(p);
+    return pe_entity_field_is_int(code) ? (float)pe_load_i32(p) : pe_load_f32(p);
 }
 
 static void fill_entities_one(void *raw, int64_t i) {
