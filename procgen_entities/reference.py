@@ -12,7 +12,7 @@ rejects exactly the same inputs.
 from __future__ import annotations
 
 import struct
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -321,7 +321,7 @@ def _batch_game(states: List[bytes], game: Optional[str]) -> Game:
 
 
 def _parse_all(states: List[bytes], info: Game) -> List[_ParsedState]:
-    parsed = []
+    parsed: List[_ParsedState] = []
     for i, data in enumerate(states):
         try:
             state = _parse_one(data, i, info)
@@ -362,7 +362,7 @@ def reference_parse_states(
     parsed = _parse_all(blobs, info)
     n = len(parsed)
 
-    scalars = {
+    scalars: Dict[str, Any] = {
         name: np.array([p.scalars[name] for p in parsed], dtype=_KIND_DTYPES[kind])
         for name, kind in HEADER_SCALARS
     }
@@ -383,8 +383,8 @@ def reference_parse_states(
             vectors[name] = _records_to_float32(records, ENTITY_FIELDS)
         else:
             dtype = _VECTOR_DTYPES[kind]
-            vectors[name] = np.concatenate(per_state).astype(dtype) if per_state else np.empty(
-                0, dtype
+            vectors[name] = (
+                np.concatenate(per_state).astype(dtype) if per_state else np.empty(0, dtype)
             )
 
     records = np.concatenate([p.entities for p in parsed]) if parsed else np.empty(0, ENTITY_DTYPE)
