@@ -69,6 +69,40 @@ class StateBatch:
         start = int(counts[:i].sum())
         return self.vectors[name][start : start + int(counts[i])]
 
+    @classmethod
+    def from_parts(
+        cls,
+        game: str,
+        *,
+        scalars: Dict[str, np.ndarray],
+        entity_fields: Tuple[str, ...],
+        entities: npt.NDArray[np.float32],
+        entity_counts: npt.NDArray[np.int64],
+        grid: Optional[npt.NDArray[np.int32]],
+        extras: Dict[str, np.ndarray],
+        vectors: Dict[str, np.ndarray],
+        vector_counts: Dict[str, npt.NDArray[np.int64]],
+        sizes: npt.NDArray[np.int64],
+    ) -> "StateBatch":
+        """A batch whose headline arrays (reward, done, ...) are taken from ``scalars``."""
+        return cls(
+            game=game,
+            reward=scalars["reward"],
+            done=scalars["done"],
+            level_complete=scalars["level_complete"],
+            cur_time=scalars["cur_time"],
+            level_seed=scalars["current_level_seed"],
+            entity_fields=entity_fields,
+            entities=entities,
+            entity_counts=entity_counts,
+            grid=grid,
+            extras=extras,
+            vectors=vectors,
+            vector_counts=vector_counts,
+            scalars=scalars,
+            sizes=sizes,
+        )
+
     def field(self, name: str) -> npt.NDArray[np.float32]:
         """One entity field (a column of ``entities``) by name."""
         return self.entities[:, self.entity_fields.index(name)]
@@ -161,34 +195,33 @@ def parse_states(
         raw = _parser.parse_batch(states, game_spec(info.name), indices, bool(grid))
     except StateDecodeError as exc:
         raise _mixed_batch_error(states, info, exc) or exc
-    scalar_columns = raw["scalars"]
-    scalars = {
-        name: scalar_columns[:, i].astype(_KIND_DTYPES[kind])
-        for i, (name, kind) in enumerate(zip(SCALAR_NAMES, _parser.SCALAR_KINDS))
-    }
-    trailer_columns = raw["trailer_scalars"]
-    extras = {
-        name: trailer_columns[:, i].astype(_KIND_DTYPES[kind])
-        for i, (name, kind) in enumerate((n, k) for n, k in info.trailer if not k.startswith("v"))
-    }
     vectors, vector_counts = _split_vectors(info, raw)
-    return StateBatch(
-        game=info.name,
-        reward=scalars["reward"],
-        done=scalars["done"],
-        level_complete=scalars["level_complete"],
-        cur_time=scalars["cur_time"],
-        level_seed=scalars["current_level_seed"],
+    trailer_kinds = [kind for _, kind in info.trailer if not kind.startswith("v")]
+    return StateBatch.from_parts(
+        info.name,
+        scalars=_columns_by_kind(raw["scalars"], SCALAR_NAMES, _parser.SCALAR_KINDS),
         entity_fields=fields,
         entities=raw["entities"],
         entity_counts=raw["entity_counts"],
         grid=raw["grid"],
-        extras=extras,
+        extras=_columns_by_kind(raw["trailer_scalars"], info.trailer_scalars, trailer_kinds),
         vectors=vectors,
         vector_counts=vector_counts,
-        scalars=scalars,
         sizes=raw["sizes"],
     )
+
+
+def _columns_by_kind(
+    columns: np.ndarray, names: Sequence[str], kinds: Sequence[str]
+) -> Dict[str, np.ndarray]:
+    """Name -> column of a float64 [n, k] array, cast to its kind's dtype (one cast per kind)."""
+    out: Dict[str, np.ndarray] = {}
+    for kind, dtype in _KIND_DTYPES.items():
+        picked = [j for j, k in enumerate(kinds) if k == kind]
+        if picked:
+            cast = columns[:, picked].T.astype(dtype)  # rows are contiguous columns
+            out.update((names[j], cast[r]) for r, j in enumerate(picked))
+    return {name: out[name] for name in names}
 
 
 def _mixed_batch_error(

@@ -396,13 +396,9 @@ def reference_parse_states(
     else:
         grid_array = None
 
-    return StateBatch(
-        game=info.name,
-        reward=scalars["reward"],
-        done=scalars["done"],
-        level_complete=scalars["level_complete"],
-        cur_time=scalars["cur_time"],
-        level_seed=scalars["current_level_seed"],
+    return StateBatch.from_parts(
+        info.name,
+        scalars=scalars,
         entity_fields=fields,
         entities=_records_to_float32(records, fields),
         entity_counts=np.array([len(p.entities) for p in parsed], dtype=np.int64),
@@ -410,7 +406,6 @@ def reference_parse_states(
         extras=extras,
         vectors=vectors,
         vector_counts=vector_counts,
-        scalars=scalars,
         sizes=np.array([p.size for p in parsed], dtype=np.int64),
     )
 
