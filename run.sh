@@ -26,7 +26,7 @@ install_package() {  # $1: extras, e.g. "[test]"
 
 install_train() {
     install_package "[test]"
-    VENV="$VENV" bash docs/train-install.sh
+    PYTHON="$VENV/bin/python" bash docs/train-install.sh
 }
 
 case "${1:-demo}" in

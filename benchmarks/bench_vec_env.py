@@ -1,6 +1,7 @@
 """Entity steps/s of ProcgenVecEnv against baselines measured in the same run.
 
-    python benchmarks/bench_vec_env.py [--games coinrun bigfish starpilot] [--envs 64] [--steps 200]
+    python benchmarks/bench_vec_env.py [--games coinrun bigfish starpilot] [--envs 64]
+                                       [--steps 50] [--repeats 7]
 
 Baselines, all with the same number of envs and random actions:
   serial     procgen act + get_state (gym3 callmethod) in a Python loop: states, not entities
@@ -35,15 +36,20 @@ from procgen_entities.reference import reference_parse_states
 from procgen_entities.vec_env import ProcgenVecEnv
 
 
-def rate(run: Callable[[int], None], steps: int, envs: int, repeats: int) -> float:
-    """Median env steps per second over `repeats` timed runs of `steps` steps."""
-    run(max(5, steps // 10))  # warm up
-    rates = []
+def interleaved_rates(
+    runners: Dict[str, Callable[[int], None]], steps: Dict[str, int], envs: int, repeats: int
+) -> Dict[str, float]:
+    """Median env steps/s of each runner. Runners take turns block by block, so a slow spell of
+    this shared machine hits all of them alike instead of whichever ran at the time."""
+    for name, run in runners.items():
+        run(max(5, steps[name] // 10))  # warm up
+    samples: Dict[str, List[float]] = {name: [] for name in runners}
     for _ in range(repeats):
-        t = time.perf_counter()
-        run(steps)
-        rates.append(steps * envs / (time.perf_counter() - t))
-    return statistics.median(rates)
+        for name, run in runners.items():
+            t = time.perf_counter()
+            run(steps[name])
+            samples[name].append(steps[name] * envs / (time.perf_counter() - t))
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 class SeedStyleEnv(Environment):
@@ -93,50 +99,58 @@ def action_batches(n: int, count: int = 32) -> List[Dict[str, RaggedBufferI64]]:
 
 
 def bench_game(game: str, n: int, steps: int, repeats: int) -> Dict[str, float]:
-    results: Dict[str, float] = {}
     raw = np.random.default_rng(0).integers(0, 15, (32, n)).astype(np.int32)
-
-    env = make_procgen_env(game, n, rand_seed=0)
+    acts = action_batches(n)
+    serial_env = make_procgen_env(game, n, rand_seed=0)
+    pixel_env = make_procgen_env(game, n, rand_seed=0)
+    seed_env = EnvList(lambda: SeedStyleEnv(game, 0), n)
+    seed_space = seed_env.obs_space()
+    seed_env.reset(seed_space)
+    cores = os.cpu_count() or 1
+    vec_envs = {t: ProcgenVecEnv(game, n, seed=0, num_threads=t) for t in sorted({1, 2, cores})}
+    for vec in vec_envs.values():
+        vec.reset(vec.obs_space())
 
     def serial(k: int) -> None:
         for i in range(k):
-            env.act(raw[i % 32])
-            env.callmethod("get_state")
+            serial_env.act(raw[i % 32])
+            serial_env.callmethod("get_state")
 
     def pixels(k: int) -> None:
         for i in range(k):
-            env.act(raw[i % 32])
-            env.observe()
-
-    results["serial act+get_state"] = rate(serial, steps, n, repeats)
-    results["act+observe (pixels)"] = rate(pixels, steps, n, repeats)
-    env.close()
-
-    acts = action_batches(n)
-    seed_env = EnvList(lambda: SeedStyleEnv(game, 0), n)
-    space = seed_env.obs_space()
-    seed_env.reset(space)
+            pixel_env.act(raw[i % 32])
+            pixel_env.observe()
 
     def seed_style(k: int) -> None:
         for i in range(k):
-            seed_env.act(acts[i % 32], space)
+            seed_env.act(acts[i % 32], seed_space)
 
-    results["seed-style EnvList"] = rate(seed_style, max(10, steps // 4), n, repeats)
-    seed_env.close()
-
-    cores = os.cpu_count() or 1
-    for threads in sorted({1, 2, cores}):
-        vec = ProcgenVecEnv(game, n, seed=0, num_threads=threads)
+    def vec_runner(vec: ProcgenVecEnv) -> Callable[[int], None]:
         space = vec.obs_space()
-        vec.reset(space)
 
-        def run_vec(k: int) -> None:
+        def run(k: int) -> None:
             for i in range(k):
                 vec.act(acts[i % 32], space)
 
-        results[f"ProcgenVecEnv {threads} thread(s)"] = rate(run_vec, steps, n, repeats)
-        vec.close()
-    return results
+        return run
+
+    runners: Dict[str, Callable[[int], None]] = {
+        "serial act+get_state": serial,
+        "act+observe (pixels)": pixels,
+        "seed-style EnvList": seed_style,
+    }
+    for t, vec in vec_envs.items():
+        runners[f"ProcgenVecEnv {t} thread(s)"] = vec_runner(vec)
+    block = {name: steps for name in runners}
+    block["seed-style EnvList"] = max(5, steps // 8)  # it is slow; keep its blocks short
+    try:
+        return interleaved_rates(runners, block, n, repeats)
+    finally:
+        serial_env.close()
+        pixel_env.close()
+        seed_env.close()
+        for vec in vec_envs.values():
+            vec.close()
 
 
 def breakdown(game: str, n: int, steps: int) -> Dict[str, float]:
@@ -177,8 +191,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--games", nargs="+", default=["coinrun", "bigfish", "starpilot"])
     parser.add_argument("--envs", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=50, help="steps per timed block")
+    parser.add_argument("--repeats", type=int, default=7, help="blocks per runner")
     args = parser.parse_args()
     print(f"{args.envs} envs, {args.steps} steps x {args.repeats} repeats, {os.cpu_count()} cores")
     for game in args.games:
@@ -190,7 +204,7 @@ def main() -> None:
         for name, value in results.items():
             print(f"  {name:32s} {value:9.0f} {value / base:8.2f}x {value / seed:8.2f}x")
         print("  where a ProcgenVecEnv step goes (µs per env step, phases run apart):")
-        for name, us in breakdown(game, args.envs, max(20, args.steps // 4)).items():
+        for name, us in breakdown(game, args.envs, 100).items():
             print(f"    {name:24s} {us:7.2f}")
 
 

@@ -6,6 +6,8 @@
  * pe_collect fills a contiguous range of the set from one procgen vec env; pe_fill_states and
  * pe_plan_* read all of it. Entity gathering follows a pe_entity_plan: which procgen types go to
  * which output slot (entity-gym entity type), with which features, in what order.
+ * Every function that takes a pool also accepts NULL (run on the calling thread): filling costs
+ * a few µs per state, so for a few dozen states waking the pool costs more than it saves.
  */
 #ifndef PE_STATE_SET_H
 #define PE_STATE_SET_H

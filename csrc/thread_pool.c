@@ -90,7 +90,7 @@ int pe_pool_threads(const pe_pool *pool) { return pool->num_threads; }
 
 void pe_pool_run(pe_pool *pool, int64_t n, pe_task_fn fn, void *ctx) {
     if (n <= 0) return;
-    if (pool->num_threads == 1 || n == 1) {
+    if (pool == NULL || pool->num_threads == 1 || n == 1) {
         for (int64_t i = 0; i < n; i++) fn(ctx, i);
         return;
     }

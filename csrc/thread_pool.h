@@ -3,6 +3,7 @@
  * pe_pool_run(pool, n, fn, ctx) calls fn(ctx, i) for every i in [0, n), split into contiguous
  * blocks over the workers and the calling thread, and returns when all calls have finished.
  * The caller must not hold locks that fn needs; fn must be thread-safe for different i.
+ * A NULL pool runs every call on the calling thread.
  */
 #ifndef PE_THREAD_POOL_H
 #define PE_THREAD_POOL_H
