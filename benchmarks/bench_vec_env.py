@@ -17,22 +17,14 @@ import argparse
 import os
 import statistics
 import time
-from typing import Any, Callable, Dict, List, Mapping
+from typing import Callable, Dict, List
 
 import numpy as np
-from entity_gym.env import (
-    EnvList,
-    Environment,
-    GlobalCategoricalActionMask,
-    Observation,
-    ObsSpace,
-)
+from entity_gym.env import EnvList
 from ragged_buffer import RaggedBufferI64
 
-from procgen_entities.adapters import action_space, observation_space
-from procgen_entities.games import get_game
+from procgen_entities.baselines import SeedStyleEnv
 from procgen_entities.procgen_envs import make_procgen_env
-from procgen_entities.reference import reference_parse_states
 from procgen_entities.vec_env import ProcgenVecEnv
 
 
@@ -50,43 +42,6 @@ def interleaved_rates(
             run(steps[name])
             samples[name].append(steps[name] * envs / (time.perf_counter() - t))
     return {name: statistics.median(values) for name, values in samples.items()}
-
-
-class SeedStyleEnv(Environment):
-    """The old way: one procgen env, get_state through gym3, a pure-Python parse per state."""
-
-    def __init__(self, game: str, seed: int) -> None:
-        self.game = get_game(game)
-        self.env = make_procgen_env(game, 1, rand_seed=seed)
-        self.space = observation_space(self.game)
-
-    def obs_space(self) -> ObsSpace:
-        return self.space
-
-    def action_space(self) -> Dict[str, Any]:
-        return dict(action_space())
-
-    def reset(self) -> Observation:
-        return self._observe()
-
-    def act(self, actions: Mapping[str, Any]) -> Observation:
-        self.env.act(np.array([actions["move"].index], dtype=np.int32))
-        return self._observe()
-
-    def _observe(self) -> Observation:
-        batch = reference_parse_states(self.env.callmethod("get_state"))
-        types = batch.field("type").astype(int)
-        features = {}
-        for tid, name in self.game.entity_types.items():
-            cols = [batch.entity_fields.index(f) for f in self.game.entity_features(name)]
-            features[name] = batch.entities[types == tid][:, cols]
-        return Observation(
-            features=features,
-            actions={"move": GlobalCategoricalActionMask()},
-            global_features=[0.0] * len(self.space.global_features),
-            done=bool(batch.done[0]),
-            reward=float(batch.reward[0]),
-        )
 
 
 def action_batches(n: int, count: int = 32) -> List[Dict[str, RaggedBufferI64]]:

@@ -143,8 +143,10 @@ def _detect_game(states: Sequence[BytesLike], game: Optional[str]) -> Game:
 
 
 def _split_vectors(game: Game, raw: dict) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]:
-    kinds = [kind for _, kind in game.trailer if kind.startswith("v")]
     names = game.trailer_vectors
+    if not names:
+        return {}, {}
+    kinds = [kind for _, kind in game.trailer if kind.startswith("v")]
     counts = raw["vector_counts"]  # int64[n, V]
     values = raw["vector_values"]
     widths = np.array([len(ENTITY_FIELDS) if k == "ve" else 1 for k in kinds], dtype=np.int64)
@@ -211,17 +213,25 @@ def parse_states(
     )
 
 
+@lru_cache(maxsize=None)
+def _casts(names: Tuple[str, ...], kinds: Tuple[str, ...]) -> Tuple[Tuple[type, np.ndarray, Tuple[str, ...]], ...]:
+    """Per kind: its dtype, the columns of that kind and their names."""
+    plan = []
+    for kind, dtype in _KIND_DTYPES.items():
+        picked = [j for j, k in enumerate(kinds) if k == kind]
+        if picked:
+            plan.append((dtype, np.array(picked), tuple(names[j] for j in picked)))
+    return tuple(plan)
+
+
 def _columns_by_kind(
     columns: np.ndarray, names: Sequence[str], kinds: Sequence[str]
 ) -> Dict[str, np.ndarray]:
     """Name -> column of a float64 [n, k] array, cast to its kind's dtype (one cast per kind)."""
     out: Dict[str, np.ndarray] = {}
-    for kind, dtype in _KIND_DTYPES.items():
-        picked = [j for j, k in enumerate(kinds) if k == kind]
-        if picked:
-            cast = columns[:, picked].T.astype(dtype)  # rows are contiguous columns
-            out.update((names[j], cast[r]) for r, j in enumerate(picked))
-    return {name: out[name] for name in names}
+    for dtype, picked, picked_names in _casts(tuple(names), tuple(kinds)):
+        out.update(zip(picked_names, columns[:, picked].T.astype(dtype)))  # rows: contiguous
+    return {name: out[name] for name in names}  # in the declared order
 
 
 def _mixed_batch_error(

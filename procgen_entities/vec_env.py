@@ -210,6 +210,11 @@ class ProcgenVecEnv(VecEnv):
         self._check_open()
         return [self._collector.state_bytes(i) for i in range(self.num_envs)]
 
+    @property
+    def last_level_complete(self) -> npt.NDArray[np.bool_]:
+        """Per env: did the episode that ended at the last step end in success?"""
+        return self._scalars[:, 2] != 0
+
     def step_values(self) -> StepValues:
         """Scalars of the current step (header/base by name, trailer fields by name)."""
         return StepValues(
