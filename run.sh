@@ -19,8 +19,9 @@ ensure_venv() {
 
 install_package() {  # $1: extras, e.g. "[test]"
     ensure_venv
-    # entity-gym declares python<3.11 but works on 3.11: install it without that check first.
-    "$VENV/bin/pip" install -q --ignore-requires-python "entity-gym==0.1.10"
+    # entity-gym declares python<3.11 but works on 3.11: install it without that check (and
+    # without its dependencies, which would then ignore Python limits too; pyproject lists them).
+    "$VENV/bin/pip" install -q --ignore-requires-python --no-deps "entity-gym==0.1.10"
     "$VENV/bin/pip" install -q -e ".$1"
 }
 

@@ -18,21 +18,17 @@ import io
 import os
 import sys
 import time
-from typing import List, Sequence
+from typing import Sequence
 
 from procgen_entities.errors import StateDecodeError
 from procgen_entities.games import GAME_NAMES
 from procgen_entities.parse import StateBatch, parse_state
+from procgen_entities.procgen_envs import MODE_GAMES, make_procgen_env, valid_modes
 
 __all__ = ["main", "MODE_GAMES", "load_state", "record_state", "valid_modes"]
 
 PROG = "python -m procgen_entities.dump"
 
-#: Modes only some games have (procgen aborts the process for the others).
-MODE_GAMES = {
-    "extreme": ("chaser", "dodgeball", "leaper", "starpilot"),
-    "memory": ("caveflyer", "dodgeball", "heist", "jumper", "maze", "miner"),
-}
 MODES = ("easy", "hard", "extreme", "memory")
 NUM_ACTIONS = 15
 NOOP_ACTION = 4
@@ -42,10 +38,6 @@ MAX_SEED = 2**31 - 2
 
 class UsageError(Exception):
     """A problem reported as one line on stderr with exit status 2."""
-
-
-def valid_modes(game: str) -> List[str]:
-    return [m for m in MODES if m not in MODE_GAMES or game in MODE_GAMES[m]]
 
 
 def _check_game_mode(game: str, mode: str) -> None:
@@ -61,15 +53,9 @@ def _check_game_mode(game: str, mode: str) -> None:
 def _make_env(game: str, mode: str, seed: int):  # type: ignore[no-untyped-def]
     # gym (imported by procgen via gym3) prints a deprecation notice on import; keep it quiet.
     with contextlib.redirect_stderr(io.StringIO()):
-        from procgen import ProcgenGym3Env
-    # Never pass use_generated_assets=True: get_state aborts the process with it.
-    return ProcgenGym3Env(
-        num=1,
-        env_name=game,
-        distribution_mode=mode,
-        start_level=seed,
-        num_levels=1,
-        rand_seed=seed,
+        import procgen  # noqa: F401
+    return make_procgen_env(
+        game, 1, distribution_mode=mode, start_level=seed, num_levels=1, rand_seed=seed
     )
 
 

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, List
 
 from procgen_entities.games import get_game
 
-__all__ = ["make_procgen_env", "check_procgen_options"]
+__all__ = ["MODE_GAMES", "check_procgen_options", "make_procgen_env", "valid_modes"]
 
 #: procgen's distribution modes.
 DISTRIBUTION_MODES = ("easy", "hard", "extreme", "memory", "exploration")
+#: Modes only some games have (procgen aborts the whole process for the others).
+MODE_GAMES = {
+    "extreme": ("chaser", "dodgeball", "leaper", "starpilot"),
+    "memory": ("caveflyer", "dodgeball", "heist", "jumper", "maze", "miner"),
+}
+
+
+def valid_modes(game: str) -> List[str]:
+    """The distribution modes procgen supports for a game (exploration aside)."""
+    return [m for m in DISTRIBUTION_MODES[:4] if m not in MODE_GAMES or game in MODE_GAMES[m]]
 
 
 def check_procgen_options(game: str, options: dict) -> None:
@@ -24,6 +34,11 @@ def check_procgen_options(game: str, options: dict) -> None:
     if mode not in DISTRIBUTION_MODES:
         raise ValueError(
             f"unknown distribution_mode {mode!r}; valid modes: {', '.join(DISTRIBUTION_MODES)}"
+        )
+    if mode in MODE_GAMES and game not in MODE_GAMES[mode]:
+        raise ValueError(
+            f"{game} has no {mode!r} distribution mode (procgen would abort the process); "
+            f"valid modes for {game}: {', '.join(valid_modes(game))}"
         )
 
 

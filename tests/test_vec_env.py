@@ -236,3 +236,31 @@ def test_without_tilemap_the_grid_is_not_read() -> None:
     with ProcgenVecEnv("coinrun", 2, seed=0) as env:
         env.reset(env.obs_space())
         assert env._grid is None
+
+
+def test_env_factory_seeds_and_overrides() -> None:
+    from types import SimpleNamespace
+
+    from procgen_entities.factory import env_factory
+
+    make = env_factory("bigfish", seed=5, distribution_mode="easy")
+    train_env = make(SimpleNamespace(kwargs='{"relative_positions": true}'), 3, 4, 0)
+    eval_env = make(SimpleNamespace(kwargs='{"seed": 40}'), 2, 1, 0)
+    try:
+        assert len(train_env) == 3 and train_env._seed == 5
+        assert "rel_x" in train_env.obs_space().entities["Fish"].features
+        assert eval_env._seed == 40 + 1000  # the second env made gets other levels
+        train_env.reset(train_env.obs_space())
+        assert parse_states(train_env.get_states()).scalars["distribution_mode"].tolist() == [0] * 3
+    finally:
+        train_env.close()
+        eval_env.close()
+
+
+def test_modes_a_game_lacks_are_refused_before_procgen_aborts() -> None:
+    with pytest.raises(ValueError, match="no 'extreme' distribution mode"):
+        ProcgenVecEnv("coinrun", 2, distribution_mode="extreme")
+    with pytest.raises(ValueError, match="no 'memory' distribution mode"):
+        ProcgenVecEnv("bigfish", 2, distribution_mode="memory")
+    with ProcgenVecEnv("maze", 2, distribution_mode="memory", seed=0) as env:
+        env.reset(env.obs_space())
