@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Install the training stack (enn-trainer 0.1.16 + CPU torch 2.13.0 + torch-scatter) into a
-# Python 3.11 venv in which `pip install -e .` of procgen_entities has already been done.
+# Python 3.11 venv that has entity-gym (run.sh installs it with --no-deps first).
 #
-#   VENV=/work/venv bash docs/train-install.sh     # or, with the venv activated: bash docs/train-install.sh
-# (run.sh's install_train calls it as `VENV="$VENV" bash docs/train-install.sh`.)
+#   PYTHON=.venv/bin/python bash docs/train-install.sh   # or, with the venv activated: bash docs/train-install.sh
+# (run.sh's install_train calls it that way.)
 #
 # Idempotent: steps whose result is already installed are skipped; safe to re-run.
 # Needs: a C++ compiler (g++) for the torch-scatter source build (~5-8 min on 2 cores),
@@ -11,7 +11,7 @@
 # Log: $LOG (default /tmp/train_install.log).
 set -euo pipefail
 
-if [ -n "${VENV:-}" ]; then PY="$VENV/bin/python"; else PY=python; fi
+if [ -n "${PYTHON:-}" ]; then PY="$PYTHON"; elif [ -n "${VENV:-}" ]; then PY="$VENV/bin/python"; else PY=python; fi
 LOG="${LOG:-/tmp/train_install.log}"
 export MAX_JOBS="${MAX_JOBS:-2}"      # torch-scatter build parallelism
 
@@ -34,10 +34,13 @@ EOF
 
 echo "=== $(date) train-install.sh with $("$PY" -c 'import sys; print(sys.executable)')" | tee -a "$LOG"
 
-# 1. torch: CPU build only. pip prefers 2.13.0+cpu (local wheel) over PyPI's CUDA 2.13.0.
-if ! have torch 2.13.0; then
-    pip_ torch==2.13.0
-fi
+# 1. The project's train extra: torch (CPU build only: pip prefers the local 2.13.0+cpu wheel
+#    over PyPI's CUDA 2.13.0), python-ron 0.2.5 (0.2.6+ has no wheel and does not build here) and
+#    what enn-trainer needs from PyPI.
+#    No constraints file here: with one, pip refuses the already installed entity-gym (it
+#    declares python<3.11); the extra and the project pin torch, python-ron and numpy<2 themselves.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$PY" -m pip install -e "$ROOT[train]" 2>&1 | { grep -v "is ignored: it is neither" || true; } | tee -a "$LOG"
 "$PY" -c 'import torch, sys; sys.exit("torch is a CUDA build; install the +cpu wheel" if torch.version.cuda else 0)'
 
 # 2. torch-scatter: source build against the installed torch (no PyPI wheels for torch 2.13).
@@ -50,29 +53,18 @@ if ! "$PY" -c 'import torch_scatter' >/dev/null 2>&1; then
     fi
 fi
 
-# 3. python-ron 0.2.5 (0.2.6+ has no wheel and does not build here).
-if ! have python-ron 0.2.5; then
-    pip_ python-ron==0.2.5
-fi
-
-# 4. entity-gym (normally already there: the project needs it; run.sh installs it the same way),
+# 3. entity-gym (normally already there: the project needs it; run.sh installs it the same way),
 #    enn-trainer, hyperstate and rogue-net declare python<3.11 but work on 3.11. Install the four
 #    with --no-deps (with --ignore-requires-python pip would also pick deps that need 3.12, e.g.
-#    scipy 1.18), then their dependencies with normal resolution.
+#    scipy 1.18), their dependencies come from the train extra (step 1).
 if ! "$PY" -c 'import entity_gym' >/dev/null 2>&1; then
     pip_ --ignore-requires-python --no-deps entity-gym==0.1.10
 fi
 if ! have enn-trainer 0.1.16 || ! have hyperstate 0.4.4 || ! have rogue-net 0.1.9; then
     pip_ --ignore-requires-python --no-deps enn-trainer==0.1.16 hyperstate==0.4.4 rogue-net==0.1.9
 fi
-pip_ \
-    "click>=8.1.3,<9" "cloudpickle>=2,<3" "moviepy>=1.0.3,<2" "msgpack>=1.0.3,<2" \
-    "msgpack-numpy>=0.4.7,<0.5" "numpy>=1.21.4,<2" "optuna>=2.10,<3" "ragged-buffer>=0.4.8,<0.5" \
-    "tensorboard>=2.7,<3" "tqdm>=4.62.3,<5" "wandb>=0.12.7,<0.13" \
-    "dill>=0.3.4,<0.4" "docstring-parser>=0.13,<0.14" "typing-extensions>=4.3,<5" \
-    torch==2.13.0 python-ron==0.2.5
 
-# 5. Verify.
+# 4. Verify.
 "$PY" -m pip check 2>&1 | tee -a "$LOG"
 "$PY" - <<'EOF' 2>&1 | tee -a "$LOG"
 import numpy, torch, torch_scatter, enn_trainer, rogue_net, hyperstate
