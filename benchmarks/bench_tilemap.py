@@ -61,16 +61,25 @@ def main() -> None:
     s = batch.scalars
     windows = np.stack([s["center_x"], s["center_y"], s["view_dim"]], axis=1)
     n = args.batch
-    print(f"{args.game} {args.distribution_mode}: batch {n}, grid {grids.shape[1]}x{grids.shape[2]}, "
-          f"view_dim {float(s['view_dim'][0]):.3g}")
+    print(
+        f"{args.game} {args.distribution_mode}: batch {n}, grid {grids.shape[1]}x{grids.shape[2]}, "
+        f"view_dim {float(s['view_dim'][0]):.3g}"
+    )
     print(f"get_state (gym3 callmethod), per state: {get_state * 1e6:8.2f} µs  (baseline)")
     print(f"{'mode':8} {'region':7} {'µs/state':>9} {'x get_state':>12} {'entities/state':>15}")
     for mode in MODES:
         if mode == "columns" and args.game not in COLUMN_TERRAIN:
             continue
         for region, wins in (("window", windows), ("full", None)):
-            t = per_call(lambda: tilemap_to_entities_batch(grids, args.game, mode, windows=wins),
-                         args.repeat) / n
+            t = (
+                per_call(
+                    lambda mode=mode, wins=wins: tilemap_to_entities_batch(
+                        grids, args.game, mode, windows=wins
+                    ),
+                    args.repeat,
+                )
+                / n
+            )
             _, counts = tilemap_to_entities_batch(grids, args.game, mode, windows=wins)
             rows = sum(int(c.sum()) for c in counts.values()) / n
             print(f"{mode:8} {region:7} {t * 1e6:9.2f} {t / get_state:12.3f} {rows:15.1f}")

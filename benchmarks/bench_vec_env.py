@@ -114,7 +114,9 @@ def breakdown(game: str, n: int, steps: int) -> Dict[str, float]:
     space = vec.obs_space()
     vec.reset(space)
     acts = action_batches(n)
-    phases = dict.fromkeys(["act", "waiting for procgen", "get_state+measure", "parse", "VecObs"], 0.0)
+    phases = dict.fromkeys(
+        ["act", "waiting for procgen", "get_state+measure", "parse", "VecObs"], 0.0
+    )
     for i in range(steps):
         chosen = acts[i % 32]["move"].as_array().reshape(-1).astype(np.int32)
         t0 = time.perf_counter()

@@ -1,10 +1,13 @@
-"""Entity observations for OpenAI procgen: a C parser of get_state, entity-gym adapters, a fast vec env."""
+"""Entity observations for OpenAI procgen.
 
+A C parser of get_state, entity-gym adapters, a fast vec env, tilemaps as entities.
+"""
+
+from procgen_entities.env import ProcgenEnv
 from procgen_entities.errors import MixedBatchError, ProcgenEntitiesError, StateDecodeError
 from procgen_entities.games import ENTITY_FIELDS, GAME_NAMES, GAMES, Game, get_game
 from procgen_entities.parse import StateBatch, parse_state, parse_states
 from procgen_entities.vec_env import ProcgenVecEnv
-from procgen_entities.env import ProcgenEnv
 
 __all__ = [
     "ENTITY_FIELDS",

@@ -46,8 +46,8 @@ DERIVED_ENTITY_FEATURES = frozenset({"is_target"})
 class StepValues:
     """Per-state numbers the global features are computed from (arrays of length n)."""
 
-    scalars: Mapping[str, np.ndarray]      # header/base scalars by name
-    extras: Mapping[str, np.ndarray]       # trailer scalars by name
+    scalars: Mapping[str, np.ndarray]  # header/base scalars by name
+    extras: Mapping[str, np.ndarray]  # trailer scalars by name
     vector_heads: Mapping[str, np.ndarray]  # trailer vector name -> [n, k] first items
 
 
@@ -147,7 +147,9 @@ class EntityPlan:
             if name not in type_ids:
                 continue  # not an entity of the raw state (e.g. a tilemap type)
             available = full_space.entities.get(name)
-            unknown = [f for f in entity.features if available is None or f not in available.features]
+            unknown = [
+                f for f in entity.features if available is None or f not in available.features
+            ]
             if unknown:
                 raise ValueError(f"{game.name}: entity type {name!r} has no features {unknown}")
             slot = len(self.entity_types)
@@ -172,14 +174,18 @@ class EntityPlan:
         self.codes = np.array(codes, dtype=np.int32)
         self.condition = np.array(condition, dtype=np.int32)
         self.widths = np.diff(self.feature_start).astype(np.int64)
-        unknown_globals = [g for g in requested.global_features if g not in full_space.global_features]
+        unknown_globals = [
+            g for g in requested.global_features if g not in full_space.global_features
+        ]
         if unknown_globals:
             raise ValueError(f"{game.name}: unknown global features {unknown_globals}")
         self.global_features = list(requested.global_features)
 
 
 def apply_derived_features(
-    slot_rows: np.ndarray, derived: Sequence[Tuple[int, str]], counts: np.ndarray,
+    slot_rows: np.ndarray,
+    derived: Sequence[Tuple[int, str]],
+    counts: np.ndarray,
     values: StepValues,
 ) -> None:
     """Fill derived entity columns in place (their raw input was gathered into the column)."""

@@ -16,9 +16,7 @@ class StateDecodeError(ProcgenEntitiesError, ValueError):
     field within that state and ``field`` its name (as in the format reference).
     """
 
-    def __init__(
-        self, reason: str, *, index: int, offset: int, field: str, code: int = 0
-    ) -> None:
+    def __init__(self, reason: str, *, index: int, offset: int, field: str, code: int = 0) -> None:
         self.reason = reason
         self.code = code
         self.index = index

@@ -51,14 +51,14 @@ SPACE_TILE = 100
 class Game:
     """Everything the package knows about one procgen game.
 
-    ``trailer``: the per-game fields after the grid, in byte order, as (name, kind) with kind in
-    TRAILER_KINDS. ``entity_types``: procgen type id -> CamelCase entity type name for the entities an
-    agent should see. ``ignored_types``: type ids that exist but are cosmetic or HUD, with the reason.
-    ``features``: the entity features every type gets; ``type_features`` adds per-type extras.
-    ``hidden_unless``: entity type -> trailer scalar that must be non-zero for it to be in the world.
-    ``tiles``: tile class name -> tile ids (empty for entity-only games). ``global_features``:
-    names of per-state scalars (see adapters.GLOBAL_FEATURE_SOURCES) exposed as entity-gym global
-    features.
+    ``trailer``: the per-game fields after the grid, in byte order, as (name, kind) with kind
+    in TRAILER_KINDS. ``entity_types``: procgen type id -> CamelCase entity type name for the
+    entities an agent should see. ``ignored_types``: type ids that exist but are cosmetic or HUD,
+    with the reason. ``features``: the entity features every type gets; ``type_features`` adds
+    per-type extras. ``hidden_unless``: entity type -> trailer scalar that must be non-zero for
+    it to be in the world. ``tiles``: tile class name -> tile ids (empty for entity-only games).
+    ``global_features``: per-state values exposed as entity-gym global features (trailer or
+    header fields by name, or a derived value from adapters.DERIVED_GLOBALS).
     """
 
     name: str
@@ -128,18 +128,40 @@ _GAME_LIST = [
         name="bossfight",
         trailer=(("attack_modes", "vi"),)
         + _ints(
-            "last_fire_time", "time_to_swap", "invulnerable_duration", "vulnerable_duration",
-            "num_rounds", "round_num", "round_health", "boss_vel_timeout", "curr_vel_timeout",
-            "attack_mode", "player_laser_theme", "boss_laser_theme", "damaged_until_time",
+            "last_fire_time",
+            "time_to_swap",
+            "invulnerable_duration",
+            "vulnerable_duration",
+            "num_rounds",
+            "round_num",
+            "round_health",
+            "boss_vel_timeout",
+            "curr_vel_timeout",
+            "attack_mode",
+            "player_laser_theme",
+            "boss_laser_theme",
+            "damaged_until_time",
         )
         + (("shields_are_up", "b"), ("barriers_moves_right", "b"))
         + _floats(
-            "base_fire_prob", "boss_bullet_vel", "barrier_vel", "barrier_spawn_prob",
-            "rand_pct", "rand_fire_pct", "rand_pct_x", "rand_pct_y",
+            "base_fire_prob",
+            "boss_bullet_vel",
+            "barrier_vel",
+            "barrier_spawn_prob",
+            "rand_pct",
+            "rand_fire_pct",
+            "rand_pct_x",
+            "rand_pct_y",
         ),
         entity_types={
-            0: "Player", 1: "PlayerBullet", 2: "Boss", 3: "Shields", 4: "EnemyBullet",
-            6: "ReflectedBullet", 7: "Barrier", 54: "Explosion",
+            0: "Player",
+            1: "PlayerBullet",
+            2: "Boss",
+            3: "Shields",
+            4: "EnemyBullet",
+            6: "ReflectedBullet",
+            7: "Barrier",
+            54: "Explosion",
         },
         features=("x", "y", "vx", "vy", "rx", "ry"),
         type_features={"Boss": ("health",)},
@@ -151,7 +173,12 @@ _GAME_LIST = [
         name="caveflyer",
         trailer=(),
         entity_types={
-            0: "Player", 1: "Goal", 2: "Obstacle", 3: "Target", 4: "PlayerBullet", 5: "Enemy",
+            0: "Player",
+            1: "Goal",
+            2: "Obstacle",
+            3: "Target",
+            4: "PlayerBullet",
+            5: "Enemy",
             54: "Explosion",
         },
         features=("x", "y", "vx", "vy", "rx"),
@@ -164,8 +191,13 @@ _GAME_LIST = [
         name="chaser",
         trailer=(("free_cells", "vi"), ("is_space_vec", "vb"))
         + _ints(
-            "eat_timeout", "egg_timeout", "eat_time", "total_enemies", "total_orbs",
-            "orbs_collected", "maze_dim",
+            "eat_timeout",
+            "egg_timeout",
+            "eat_time",
+            "total_enemies",
+            "total_orbs",
+            "orbs_collected",
+            "maze_dim",
         ),
         entity_types={0: "Player", 2: "LargeOrb", 4: "EnemyEgg", 6: "Enemy"},
         features=("x", "y", "vx", "vy"),
@@ -205,7 +237,12 @@ _GAME_LIST = [
         trailer=_floats("min_dim", "hard_min_dim", "ball_vscale", "ball_r")
         + _ints("last_fire_time", "num_enemies", "enemy_fire_delay"),
         entity_types={
-            0: "Player", 1: "Wall", 3: "PlayerBall", 4: "Enemy", 5: "Door", 6: "EnemyBall",
+            0: "Player",
+            1: "Wall",
+            3: "PlayerBall",
+            4: "Enemy",
+            5: "Door",
+            6: "EnemyBall",
         },
         features=("x", "y", "vx", "vy", "rx", "ry"),
         ignored_types={8: "dust cloud (cosmetic)"},
@@ -215,8 +252,14 @@ _GAME_LIST = [
         name="fruitbot",
         trailer=_floats("min_dim", "bullet_vscale") + _ints("last_fire_time"),
         entity_types={
-            0: "Player", 1: "Barrier", 3: "PlayerBullet", 4: "BadFruit", 7: "GoodFruit",
-            10: "LockedDoor", 11: "Lock", 12: "Present",
+            0: "Player",
+            1: "Barrier",
+            3: "PlayerBullet",
+            4: "BadFruit",
+            7: "GoodFruit",
+            10: "LockedDoor",
+            11: "Lock",
+            12: "Present",
         },
         features=("x", "y", "vx", "vy", "rx", "ry"),
     ),  # fmt: skip
@@ -266,8 +309,12 @@ _GAME_LIST = [
         entity_types={0: "Player", 6: "Exit"},
         features=("x", "y"),
         tiles={
-            "Boulder": (1,), "Diamond": (2,), "MovingBoulder": (3,), "MovingDiamond": (4,),
-            "Dirt": (9,), "Border": (10,),
+            "Boulder": (1,),
+            "Diamond": (2,),
+            "MovingBoulder": (3,),
+            "MovingDiamond": (4,),
+            "Dirt": (9,),
+            "Border": (10,),
         },
         out_of_bounds_tile=10,
         global_features=("diamonds_remaining",),
@@ -296,16 +343,30 @@ _GAME_LIST = [
         type_features={"Ship": ("image_theme", "is_target")},
         ignored_types={2: "target legend (HUD)", 3: "target legend background (HUD)"},
         global_features=(
-            "juice_left", "targets_left",
-            "target_0", "target_1", "target_2", "target_3", "target_4", "target_5",
+            "juice_left",
+            "targets_left",
+            "target_0",
+            "target_1",
+            "target_2",
+            "target_3",
+            "target_4",
+            "target_5",
         ),
     ),  # fmt: skip
     Game(
         name="starpilot",
         trailer=(("spawners", "ve"),),
         entity_types={
-            0: "Player", 1: "PlayerBullet", 2: "EnemyBullet", 3: "TurretBullet", 4: "Flyer",
-            5: "Meteor", 6: "Cloud", 7: "Turret", 8: "FastFlyer", 9: "FinishLine",
+            0: "Player",
+            1: "PlayerBullet",
+            2: "EnemyBullet",
+            3: "TurretBullet",
+            4: "Flyer",
+            5: "Meteor",
+            6: "Cloud",
+            7: "Turret",
+            8: "FastFlyer",
+            9: "FinishLine",
             54: "Explosion",
         },
         features=("x", "y", "vx", "vy", "rx"),

@@ -118,7 +118,9 @@ def game_spec(game: str) -> _parser.GameSpec:
 def _field_indices(fields: Tuple[str, ...]) -> np.ndarray:
     unknown = [f for f in fields if f not in ENTITY_FIELDS]
     if unknown:
-        raise ValueError(f"unknown entity fields {unknown}; valid fields: {', '.join(ENTITY_FIELDS)}")
+        raise ValueError(
+            f"unknown entity fields {unknown}; valid fields: {', '.join(ENTITY_FIELDS)}"
+        )
     indices = np.array([ENTITY_FIELDS.index(f) for f in fields], dtype=np.int32)
     indices.setflags(write=False)
     return indices
@@ -136,9 +138,7 @@ def _detect_game(states: Sequence[BytesLike], game: Optional[str]) -> Game:
         raise ValueError("parse_states needs at least one state, or game= for an empty batch")
     name = _parser.read_game_name(states[0])
     if name not in GAMES:
-        raise StateDecodeError(
-            f"unknown game name {name!r}", index=0, offset=4, field="game_name"
-        )
+        raise StateDecodeError(f"unknown game name {name!r}", index=0, offset=4, field="game_name")
     return GAMES[name]
 
 
@@ -196,7 +196,7 @@ def parse_states(
     try:
         raw = _parser.parse_batch(states, game_spec(info.name), indices, bool(grid))
     except StateDecodeError as exc:
-        raise _mixed_batch_error(states, info, exc) or exc
+        raise _mixed_batch_error(states, info, exc) or exc from None
     vectors, vector_counts = _split_vectors(info, raw)
     trailer_kinds = [kind for _, kind in info.trailer if not kind.startswith("v")]
     return StateBatch.from_parts(
@@ -214,7 +214,9 @@ def parse_states(
 
 
 @lru_cache(maxsize=None)
-def _casts(names: Tuple[str, ...], kinds: Tuple[str, ...]) -> Tuple[Tuple[type, np.ndarray, Tuple[str, ...]], ...]:
+def _casts(
+    names: Tuple[str, ...], kinds: Tuple[str, ...]
+) -> Tuple[Tuple[type, np.ndarray, Tuple[str, ...]], ...]:
     """Per kind: its dtype, the columns of that kind and their names."""
     plan = []
     for kind, dtype in _KIND_DTYPES.items():

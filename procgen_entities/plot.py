@@ -1,4 +1,7 @@
-"""Learning curves from training metrics: python -m procgen_entities.plot METRICS.jsonl ... -o OUT.png
+"""Learning curves from training metrics.
+
+    python -m procgen_entities.plot METRICS.jsonl ... -o OUT.png [--table]
+
 
 Each metrics file (written by procgen_entities.train) becomes one curve: mean episodic return
 over a sliding window of finished episodes against env steps, with the game's R_min and R_max
@@ -25,14 +28,15 @@ __all__ = ["Run", "load_run", "plot_runs", "summary_table", "main"]
 class Run:
     path: Path
     meta: Dict[str, Any]
-    steps: np.ndarray         # env step at which each episode finished
+    steps: np.ndarray  # env step at which each episode finished
     returns: np.ndarray
-    complete: np.ndarray      # level_complete per episode (bool)
-    steps_per_second: float   # over the whole run
+    complete: np.ndarray  # level_complete per episode (bool)
+    steps_per_second: float  # over the whole run
 
     @property
     def label(self) -> str:
-        return f"{self.meta.get('game')} ({self.meta.get('env', 'fast')}, seed {self.meta.get('seed')})"
+        meta = self.meta
+        return f"{meta.get('game')} ({meta.get('env', 'fast')}, seed {meta.get('seed')})"
 
 
 def load_run(path: Path) -> Run:
@@ -128,7 +132,9 @@ def plot_runs(runs: Sequence[Run], out: Path, window: int = 500) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m procgen_entities.plot", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m procgen_entities.plot", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("metrics", nargs="+", type=Path, help="metrics.jsonl files")
     parser.add_argument("-o", "--out", type=Path, default=Path("learning-curves.png"))
     parser.add_argument("--window", type=int, default=500, help="episodes to average over")

@@ -177,7 +177,9 @@ def _check_chunk(chunk: int) -> int:
 
 
 def _snake(name: str) -> str:
-    return "".join("_" + ch.lower() if ch.isupper() and i else ch.lower() for i, ch in enumerate(name))
+    return "".join(
+        "_" + ch.lower() if ch.isupper() and i else ch.lower() for i, ch in enumerate(name)
+    )
 
 
 @lru_cache(maxsize=None)
@@ -232,10 +234,11 @@ def _crops(
         crops[:] = (0, 0, width, height)
         return crops, None
     if len(windows) and isinstance(windows[0], Window):
-        if len(windows) != n or not all(isinstance(w, Window) for w in windows):
+        objects = [w for w in windows if isinstance(w, Window)]
+        if len(windows) != n or len(objects) != n:
             raise ValueError(f"windows must be {n} Window objects")
-        crops = np.array([(w.x0, w.y0, w.width, w.height) for w in windows], dtype=np.int64)
-        refs = np.array([(w.ref_x, w.ref_y) for w in windows], dtype=np.float32)
+        crops = np.array([(w.x0, w.y0, w.width, w.height) for w in objects], dtype=np.int64)
+        refs = np.array([(w.ref_x, w.ref_y) for w in objects], dtype=np.float32)
     else:
         arr = np.asarray(windows, dtype=np.float64)
         if arr.shape != (n, 3):
@@ -282,6 +285,7 @@ def tilemap_to_entities_batch(
     n, height, width = grids.shape
     crops, refs = _crops(windows, n, height, width)
     spec = tables.column_spec if mode == "columns" else tables.spec
+    assert spec is not None  # _check_mode refused columns for games without column terrain
     outs, counts = _tilemap.convert(grids, spec, _tilemap.MODES[mode], chunk, crops, refs)
     names = [name for name, _ in _features(tables.game.name, mode, refs is not None)]
     return (
@@ -376,7 +380,9 @@ def entities_to_tilemap(
     tables = _tables(game)
     _check_mode(tables, mode)
     if mode not in LOSSLESS_MODES:
-        raise ValueError(f"mode {mode!r} is lossy; only {', '.join(LOSSLESS_MODES)} can be inverted")
+        raise ValueError(
+            f"mode {mode!r} is lossy; only {', '.join(LOSSLESS_MODES)} can be inverted"
+        )
     if (
         not isinstance(shape, (tuple, list)) or len(shape) != 2
         or not all(isinstance(s, (int, np.integer)) and s >= 0 for s in shape)
@@ -386,7 +392,9 @@ def entities_to_tilemap(
     crop = _crop_of(window)
     x0, y0 = (crop.x0, crop.y0) if crop is not None else (0, 0)
     if crop is not None and (crop.height, crop.width) != (h, w):
-        raise ValueError(f"shape {shape} differs from the window's crop ({crop.height}, {crop.width})")
+        raise ValueError(
+            f"shape {shape} differs from the window's crop ({crop.height}, {crop.width})"
+        )
     features = dict(_features(tables.game.name, mode, crop is not None))
     unknown = set(entities) - set(features)
     if unknown:

@@ -169,7 +169,9 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--env", default="fast", choices=["fast", "seed-style"])
     parser.add_argument(
-        "--tilemap", default="default", choices=["default", "none", "tiles", "runs", "columns", "chunks"],
+        "--tilemap",
+        default="default",
+        choices=["default", "none", "tiles", "runs", "columns", "chunks"],
         help="tilemap entities (default: the game's; seed-style envs have none)",
     )
     parser.add_argument("--out", default=None, help="run folder (default runs/GAME-SEED-TIME)")
@@ -247,7 +249,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 loggers[0].recent = []
             bar.update(done - bar.n)
             if recent:
-                bar.set_postfix(ret=f"{np.mean(recent):.2f}", sps=f"{record['steps_per_second']:.0f}")
+                bar.set_postfix(
+                    ret=f"{np.mean(recent):.2f}", sps=f"{record['steps_per_second']:.0f}"
+                )
 
     sm = Progress(TrainConfig, State, init_train_state, init_path=None, overrides=overrides)
     try:

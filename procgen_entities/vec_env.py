@@ -140,7 +140,9 @@ class ProcgenVecEnv(VecEnv):
         self._envs, self._handles = [], []
 
     def _collect(self) -> None:
-        for (get_state, handle), start, size in zip(self._handles, self._group_starts, self._group_sizes):
+        for (get_state, handle), start, size in zip(
+            self._handles, self._group_starts, self._group_sizes
+        ):
             self._collector.collect(get_state, handle, size, start)
 
     # ---- entity-gym VecEnv ----
@@ -232,11 +234,15 @@ class ProcgenVecEnv(VecEnv):
     ) -> None:
         if not self.tilemap or self._grid is None:
             return
-        wanted = [name for name in obs_filter.entities if name not in self.game.entity_types.values()]
+        wanted = [
+            name for name in obs_filter.entities if name not in self.game.entity_types.values()
+        ]
         if not wanted:
             return
         windows = self._scalars[:, [self._center_x, self._center_y, self._view_dim]]
-        rows, lengths = tilemap_to_entities_batch(self._grid, self.game.name, self.tilemap, windows=windows)
+        rows, lengths = tilemap_to_entities_batch(
+            self._grid, self.game.name, self.tilemap, windows=windows
+        )
         for name in wanted:
             full = self._obs_space.entities.get(name)
             if name not in rows or full is None:
@@ -244,7 +250,9 @@ class ProcgenVecEnv(VecEnv):
             requested = obs_filter.entities[name].features
             missing = [f for f in requested if f not in full.features]
             if missing:
-                raise ValueError(f"{self.game.name}: entity type {name!r} has no features {missing}")
+                raise ValueError(
+                    f"{self.game.name}: entity type {name!r} has no features {missing}"
+                )
             if list(requested) != list(full.features):
                 columns = [full.features.index(f) for f in requested]
                 data = np.ascontiguousarray(rows[name][:, columns])
@@ -266,7 +274,9 @@ class ProcgenVecEnv(VecEnv):
             plan = EntityPlan(self.game, self._obs_space, obs_filter)
             self._plans[key] = plan
         if plan is not self._plan:
-            self._collector.set_plan(plan.type_to_slot, plan.feature_start, plan.codes, plan.condition)
+            self._collector.set_plan(
+                plan.type_to_slot, plan.feature_start, plan.codes, plan.condition
+            )
             self._plan = plan
         return plan
 

@@ -225,8 +225,12 @@ def test_window_crop_matches_numpy(live, game):
                 rows = entities[name]
                 ys, xs = np.nonzero(np.isin(ids, tile_ids))
                 assert _cells_of(rows) == set(zip((ys + y0).tolist(), (xs + x0).tolist()))
-                np.testing.assert_allclose(rows[:, 2], rows[:, 0] - np.float32(window[0]), atol=1e-5)
-                np.testing.assert_allclose(rows[:, 3], rows[:, 1] - np.float32(window[1]), atol=1e-5)
+                np.testing.assert_allclose(
+                    rows[:, 2], rows[:, 0] - np.float32(window[0]), atol=1e-5
+                )
+                np.testing.assert_allclose(
+                    rows[:, 3], rows[:, 1] - np.float32(window[1]), atol=1e-5
+                )
 
 
 def test_out_of_bounds_fill(live):

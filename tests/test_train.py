@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 if not os.environ.get("CI"):  # CI installs the train extra: there a missing one must fail
-    pytest.importorskip("enn_trainer", reason="the train extra is not installed (docs/train-install.sh)")
+    pytest.importorskip(
+        "enn_trainer", reason="the train extra is not installed (docs/train-install.sh)"
+    )
 
 from procgen_entities.plot import load_run, summary_table  # noqa: E402
 from procgen_entities.train import SMOKE_STEPS, trainer_overrides  # noqa: E402
@@ -38,7 +40,8 @@ def test_smoke_run_trains_and_writes_metrics(game: str, tmp_path: Path) -> None:
         assert (episode["return"] >= 10) == episode["level_complete"] or game == "climber"
     png = tmp_path / "curves.png"
     plot = subprocess.run(
-        [sys.executable, "-m", "procgen_entities.plot", str(out / "metrics.jsonl"), "-o", str(png), "--table"],
+        [sys.executable, "-m", "procgen_entities.plot", str(out / "metrics.jsonl"),
+         "-o", str(png), "--table"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert plot.returncode == 0, plot.stderr
@@ -49,7 +52,9 @@ def test_smoke_run_trains_and_writes_metrics(game: str, tmp_path: Path) -> None:
 def test_overrides_put_the_user_last() -> None:
     overrides = trainer_overrides("coinrun", 1000, 3, False, ["optim.lr=1e-4"])
     assert overrides[-1] == "optim.lr=1e-4"
-    assert "seed=3" in overrides and "total_timesteps=1000" in overrides and "cuda=false" in overrides
+    assert (
+        "seed=3" in overrides and "total_timesteps=1000" in overrides and "cuda=false" in overrides
+    )
 
 
 def test_bad_game_and_bad_override_fail_cleanly() -> None:

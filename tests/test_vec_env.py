@@ -137,7 +137,10 @@ def test_obs_filter_gathers_only_requested() -> None:
         enemy = batch.entities[types == 5]
         ex, ey = enemy[:, 0], enemy[:, 1]
         env_of = np.repeat(np.arange(4), batch.entity_counts)[types == 5]
-        px, py = batch.field("x")[batch.entity_offsets[:-1]], batch.field("y")[batch.entity_offsets[:-1]]
+        px, py = (
+            batch.field("x")[batch.entity_offsets[:-1]],
+            batch.field("y")[batch.entity_offsets[:-1]],
+        )
         got = obs.features["Enemy"].as_array()
         np.testing.assert_array_equal(got[:, 0], ey - py[env_of])
         np.testing.assert_array_equal(got[:, 1], ex - px[env_of])
@@ -156,9 +159,7 @@ def test_one_thread_and_many_threads_agree(game: str) -> None:
             space = env.obs_space()
             env.reset(space)
             steps = [env.act(actions(rng, 8), space) for _ in range(25)]
-            results.append(
-                [{k: v.as_array().copy() for k, v in o.features.items()} for o in steps]
-            )
+            results.append([{k: v.as_array().copy() for k, v in o.features.items()} for o in steps])
     for other in results[1:]:
         for a, b in zip(results[0], other):
             assert a.keys() == b.keys()
