@@ -38,6 +38,8 @@ demo)
     ;;
 test)
     install_train
+    "$VENV/bin/ruff" check . && "$VENV/bin/ruff" format --check procgen_entities tests benchmarks
+    "$VENV/bin/mypy"
     "$VENV/bin/python" -m pytest -p no:cacheprovider
     bash .ci/sanitizers.sh "$VENV"
     ;;
