@@ -18,6 +18,14 @@ import pytest
 from hypothesis import HealthCheck, settings
 from record_golden import DATA_DIR, MODES, batch_to_arrays, golden_name, load_expected, load_states
 
+if os.environ.get("PROCGEN_ENTITIES_SANITIZER_RUN"):
+    # gym3 dlopens procgen's libenv with RTLD_DEEPBIND, which the ASan runtime refuses
+    # (google/sanitizers#611). Load it without that flag in the sanitizer run only.
+    import cffi
+
+    _dlopen = cffi.FFI.dlopen
+    cffi.FFI.dlopen = lambda self, name, flags=0: _dlopen(self, name, flags & ~self.RTLD_DEEPBIND)
+
 settings.register_profile(
     "default", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
