@@ -13,6 +13,7 @@ level_complete rate, steps/s).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 from dataclasses import dataclass
@@ -36,14 +37,16 @@ class Run:
     @property
     def label(self) -> str:
         meta = self.meta
-        return f"{meta.get('game')} ({meta.get('env', 'fast')}, seed {meta.get('seed')})"
+        tiles = meta.get("tilemap") or "no tilemap"
+        return f"{meta.get('game')} ({meta.get('env', 'fast')}, {tiles}, seed {meta.get('seed')})"
 
 
 def load_run(path: Path) -> Run:
     meta: Dict[str, Any] = {}
     episodes: List[Dict[str, Any]] = []
     sps = float("nan")
-    with open(path) as f:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
         for line in f:
             record = json.loads(line)
             kind = record.get("kind")
@@ -60,7 +63,13 @@ def load_run(path: Path) -> Run:
         meta=meta,
         steps=np.array([e["step"] for e in episodes], dtype=np.int64),
         returns=np.array([e["return"] for e in episodes], dtype=np.float64),
-        complete=np.array([bool(e["level_complete"]) for e in episodes], dtype=bool),
+        complete=np.array(
+            [
+                np.nan if e["level_complete"] is None else float(e["level_complete"])
+                for e in episodes
+            ],
+            dtype=np.float64,
+        ),
         steps_per_second=sps,
     )
 
@@ -84,9 +93,18 @@ def final_stats(run: Run, fraction: float = 0.1) -> Dict[str, float]:
         "steps": float(run.steps[-1]) if len(run.steps) else 0.0,
         "mean_return": mean_return,
         "normalised": (mean_return - r_min) / (r_max - r_min),
-        "level_complete": float(run.complete[-n:].mean()) if len(run.complete) else float("nan"),
+        "level_complete": _nanmean(run.complete[-n:]),
         "steps_per_second": run.steps_per_second,
     }
+
+
+def _percent(value: float) -> str:
+    return "n/a" if np.isnan(value) else f"{value:.0%}"
+
+
+def _nanmean(values: np.ndarray) -> float:
+    known = values[~np.isnan(values)]
+    return float(known.mean()) if len(known) else float("nan")
 
 
 def summary_table(runs: Sequence[Run]) -> str:
@@ -100,7 +118,7 @@ def summary_table(runs: Sequence[Run]) -> str:
         lines.append(
             f"| {run.label} | {s['steps']:,.0f} | {s['episodes']:,.0f} | {s['mean_return']:.2f} | "
             f"{run.meta.get('r_min')} / {run.meta.get('r_max')} | {s['normalised']:.2f} | "
-            f"{s['level_complete']:.0%} | {s['steps_per_second']:,.0f} |"
+            f"{_percent(s['level_complete'])} | {s['steps_per_second']:,.0f} |"
         )
     return "\n".join(lines)
 
@@ -135,7 +153,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m procgen_entities.plot", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("metrics", nargs="+", type=Path, help="metrics.jsonl files")
+    parser.add_argument("metrics", nargs="+", type=Path, help="metrics.jsonl files (or .jsonl.gz)")
     parser.add_argument("-o", "--out", type=Path, default=Path("learning-curves.png"))
     parser.add_argument("--window", type=int, default=500, help="episodes to average over")
     parser.add_argument("--table", action="store_true", help="also print a markdown table")

@@ -154,7 +154,8 @@ def make_env(kind: str, game: str, num_envs: int, seed: int, defaults: GameDefau
 
         from procgen_entities.baselines import SeedStyleEnv
 
-        return EnvList(lambda: SeedStyleEnv(game, seed, **options), num_envs)
+        seeds = iter(range(seed, seed + num_envs))  # one procgen per env: give each its own levels
+        return EnvList(lambda: SeedStyleEnv(game, next(seeds), **options), num_envs)
     raise ValueError(f"unknown env kind {kind!r}; valid: fast, seed-style")
 
 
