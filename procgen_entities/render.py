@@ -5,14 +5,20 @@ Conventions (see ../shared/procgen-state-format.md §2): y grows upward, grid in
 the highest row is printed first. An entity is drawn in tile (floor(x), floor(y)); wall-like
 entities (dodgeball walls, fruitbot barriers, leaper logs, ...) are drawn over every tile whose
 centre lies inside their extent ``[x-rx, x+rx] x [y-ry, y+ry]``.
+
+What is what comes from games.py, the single declaration of each game (entity type ids and names,
+tile classes and their ids). This module only says how each NAME looks (``LOOKS``, with
+``GAME_LOOKS`` where games draw the same name differently, and ``TILE_REFINEMENTS`` for the few
+tile ids drawn apart from their class); ``TILE_GLYPHS``, ``ENTITY_GLYPHS`` and ``FILL_TYPES`` are
+derived from the two.
 """
 
 from __future__ import annotations
 
 import io
 import math
-from dataclasses import dataclass
-from typing import IO, Callable, Dict, List, Mapping, Sequence, Tuple
+from dataclasses import dataclass, replace
+from typing import IO, Callable, Dict, FrozenSet, List, Mapping, Sequence, Tuple
 
 import numpy as np
 from rich import box
@@ -20,18 +26,24 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from procgen_entities.games import ENTITY_FIELDS, GAMES, Game
+from procgen_entities.games import ENTITY_FIELDS, GAMES, SPACE_TILE, Game
 from procgen_entities.parse import StateBatch
 
 __all__ = [
     "DISTRIBUTION_MODES",
     "ENTITY_GLYPHS",
+    "FILL_TYPES",
+    "GAME_LOOKS",
     "Glyph",
+    "LOOKS",
+    "Look",
     "TILE_GLYPHS",
+    "TILE_REFINEMENTS",
     "View",
     "choose_view",
     "follows_agent",
     "legend",
+    "look",
     "render",
     "render_text",
 ]
@@ -41,178 +53,212 @@ DISTRIBUTION_MODES: Mapping[int, str] = {0: "easy", 1: "hard", 2: "extreme", 10:
 
 
 @dataclass(frozen=True)
+class Look:
+    """How a named entity type or tile class is drawn, whatever its ids."""
+
+    char: str
+    style: str = ""
+    #: Explanation shown in parentheses after the name in the legend, e.g. "invisible".
+    note: str = ""
+    #: Drawing order among point entities: higher is drawn later (on top).
+    priority: int = 1
+    #: Entities only: drawn over every tile its extent covers rather than one tile.
+    fill: bool = False
+
+
+@dataclass(frozen=True)
 class Glyph:
-    """How one tile id or entity type is drawn: a character, a legend name and a rich style."""
+    """How one tile id or entity is drawn: a character, the name of what it is (from games.py,
+    or a presentation-only name, see ``TILE_REFINEMENTS``), a rich style and a legend note."""
 
     char: str
     name: str
     style: str = ""
     #: Drawing order among point entities: higher is drawn later (on top).
     priority: int = 1
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        """The legend text: the name, and the note in parentheses."""
+        return f"{self.name} ({self.note})" if self.note else self.name
 
 
 # Styles shared by all games.
-_SPACE = Glyph(".", "Space", "grey35")
 _WALL = "grey70"
-_PLAYER = Glyph("A", "Player", "bold bright_green", priority=9)
 _GOAL = "bold yellow"
 _LETHAL = "bold red"
 _SHOT = "bright_cyan"
-_FX = "magenta"
-_OOB_BLANK = Glyph(" ", "OutOfBounds", "")
 
-
-def _t(**glyphs: Glyph) -> Dict[int, Glyph]:
-    return {int(k[1:]): g for k, g in glyphs.items()}
-
-
-#: game -> tile id -> glyph. Every tile id a game uses (format reference §3) has one.
-TILE_GLYPHS: Mapping[str, Mapping[int, Glyph]] = {
-    "bigfish": _t(t100=_SPACE),
-    "bossfight": _t(t100=_SPACE),
-    "caveflyer": _t(t8=Glyph("#", "CaveWall", _WALL), t100=_SPACE),
-    "chaser": _t(t5=Glyph("#", "Wall", "blue"), t1002=Glyph("o", "Orb", "yellow"), t100=_SPACE),
-    "climber": _t(t15=Glyph("#", "Wall", _WALL), t16=Glyph("=", "WallTop", _WALL), t100=_SPACE),
-    "coinrun": _t(
-        t15=Glyph("#", "Wall", _WALL),
-        t16=Glyph("=", "WallTop", _WALL),
-        t17=Glyph("~", "Lava", "red"),
-        t18=Glyph("^", "LavaTop", "bright_red"),
-        t19=Glyph("|", "EnemyBarrier (invisible)", "grey23"),
-        t1=Glyph("G", "Goal", _GOAL),
-        t100=_SPACE,
-    ),
-    "dodgeball": _t(t100=_SPACE, t10=Glyph("%", "OutOfBounds", "grey50")),
-    "fruitbot": _t(t100=_SPACE, t2=Glyph("%", "OutOfBounds", "grey50")),
-    "heist": _t(t51=Glyph("#", "Wall", _WALL), t100=_SPACE),
-    "jumper": _t(
-        t6=Glyph("#", "CaveWall", _WALL), t7=Glyph("=", "CaveWallTop", _WALL), t100=_SPACE
-    ),
-    "leaper": _t(t2=Glyph(":", "Road", "grey50"), t3=Glyph("~", "Water", "blue"), t100=_SPACE),
-    "maze": _t(t51=Glyph("#", "Wall", _WALL), t2=Glyph("G", "Goal (cheese)", _GOAL), t100=_SPACE),
-    "miner": _t(
-        t1=Glyph("O", "Boulder", "grey70"),
-        t2=Glyph("*", "Diamond", "bold bright_cyan"),
-        t3=Glyph("0", "MovingBoulder", "bold white"),
-        t4=Glyph("+", "MovingDiamond", "bold cyan"),
-        t9=Glyph(":", "Dirt", "yellow"),
-        t10=Glyph("%", "Border", "grey50"),
-        t100=_SPACE,
-    ),
-    "ninja": _t(
-        t20=Glyph("#", "Wall", _WALL),
-        t14=Glyph("~", "Fire", "red"),
-        t6=Glyph("B", "Bomb", _LETHAL),
-        t100=_SPACE,
-    ),
-    "plunder": _t(t100=_SPACE),
-    "starpilot": _t(t100=_SPACE),
+#: Entity type or tile class name (as declared in games.py) -> how it is drawn, in every game that
+#: declares the name unless GAME_LOOKS says otherwise. Also the presentation-only tile names
+#: "Space" (SPACE_TILE, every game), "OutOfBounds", "WallTop" and "LavaTop" (TILE_REFINEMENTS).
+LOOKS: Mapping[str, Look] = {
+    # Terrain: tiles, and entities that act as terrain.
+    "Space": Look(".", "grey35"),
+    "OutOfBounds": Look("%", "grey50"),
+    "Wall": Look("#", _WALL),
+    "WallTop": Look("=", _WALL),
+    "Lava": Look("~", "red"),
+    "LavaTop": Look("^", "bright_red"),
+    "Fire": Look("~", "red"),
+    "Road": Look(":", "grey50"),
+    "Water": Look("~", "blue"),
+    "Dirt": Look(":", "yellow"),
+    "Border": Look("%", "grey50"),
+    "Boulder": Look("O", "grey70"),
+    "MovingBoulder": Look("0", "bold white"),
+    "Barrier": Look("#", _WALL, fill=True),
+    "Panel": Look("#", _WALL, fill=True),
+    "Log": Look("=", "yellow", fill=True),
+    "Crate": Look("C", "yellow"),
+    "Meteor": Look("M", "yellow", fill=True),
+    "Obstacle": Look("O", "yellow", "meteor"),
+    "Cloud": Look("c", "grey50", priority=0),
+    # The agent and its shots.
+    "Player": Look("A", "bold bright_green", priority=9),
+    "PlayerBullet": Look("!", _SHOT),
+    "PlayerBall": Look("o", _SHOT),
+    "ThrowingStar": Look("*", _SHOT),
+    "ReflectedBullet": Look("r", "grey50"),
+    # Goals, things to collect, doors.
+    "Goal": Look("G", _GOAL),
+    "Exit": Look("E", _GOAL, priority=0),
+    "FinishLine": Look("F", _GOAL, fill=True),
+    "Door": Look("D", _GOAL, "open when no enemies left", fill=True),
+    "Present": Look("P", _GOAL),
+    "Coin": Look("o", _GOAL),
+    "Orb": Look("o", "yellow"),
+    "LargeOrb": Look("O", "bold yellow"),
+    "Diamond": Look("*", "bold bright_cyan"),
+    "MovingDiamond": Look("+", "bold cyan"),
+    "GoodFruit": Look("+", "bold bright_green"),
+    "Key": Look("x", "bold"),
+    "LockedDoor": Look("D", "red", fill=True),
+    "Lock": Look("L", "yellow"),
+    "Ship": Look("s", "grey70", "not a target"),
+    "Fish": Look("f", "bright_cyan", "smaller: edible"),
+    # Dangers.
+    "Enemy": Look("E", _LETHAL),
+    "EnemyEgg": Look("g", "magenta"),
+    "EnemyBullet": Look("*", _LETHAL),
+    "EnemyBall": Look("*", _LETHAL),
+    "TurretBullet": Look("+", _LETHAL),
+    "BadFruit": Look("x", _LETHAL),
+    "Boss": Look("B", _LETHAL, priority=2, fill=True),
+    "Shields": Look("S", "bold blue", "when up", priority=3),
+    "Target": Look("T", _LETHAL),
+    "Saw": Look("S", _LETHAL),
+    "Spike": Look("^", _LETHAL),
+    "Car": Look("C", _LETHAL),
+    "Bomb": Look("B", _LETHAL),
+    "Flyer": Look("f", _LETHAL),
+    "FastFlyer": Look("F", _LETHAL),
+    "Turret": Look("T", _LETHAL),
+    "Explosion": Look("x", "magenta", priority=0),
 }
 
 
-def _e(**glyphs: Glyph) -> Dict[int, Glyph]:
-    out = {0: _PLAYER}
-    out.update({int(k[1:]): g for k, g in glyphs.items()})
+def _noted(name: str, note: str) -> Look:
+    return replace(LOOKS[name], note=note)
+
+
+#: game -> name -> look, where a game draws a name differently from LOOKS.
+GAME_LOOKS: Mapping[str, Mapping[str, Look]] = {
+    "bossfight": {"Barrier": Look("M", "yellow", "meteor")},
+    "chaser": {"Wall": Look("#", "blue")},
+    "coinrun": {"Barrier": Look("|", "grey23", "invisible")},  # the enemies' turning points
+    "dodgeball": {"Wall": Look("#", "red", "lava", fill=True)},
+    "heist": {"Exit": Look("$", _GOAL, "gem"), "LockedDoor": Look("X", "bold")},
+    "jumper": {"Goal": _noted("Goal", "carrot")},
+    "maze": {"Goal": _noted("Goal", "cheese")},
+    "ninja": {"Goal": _noted("Goal", "mushroom")},
+    "starpilot": {"FinishLine": Look("|", _GOAL, fill=True)},
+}
+
+#: Presentation only: game -> tile id -> name in LOOKS, for the ids drawn apart from their class
+#: in games.py (the top row of a wall or lava block, "WallTop"/"LavaTop", is drawn as a surface)
+#: or that games.py declares no class for (the out-of-bounds tile of dodgeball and fruitbot).
+TILE_REFINEMENTS: Mapping[str, Mapping[int, str]] = {
+    "climber": {16: "WallTop"},
+    "coinrun": {16: "WallTop", 18: "LavaTop"},
+    "dodgeball": {10: "OutOfBounds"},
+    "fruitbot": {2: "OutOfBounds"},
+    "jumper": {7: "WallTop"},
+}
+
+
+def look(game: str, name: str) -> Look | None:
+    """How ``name`` (an entity type or tile class of ``game``, or a presentation-only tile name)
+    is drawn in ``game``; None if neither GAME_LOOKS nor LOOKS has it."""
+    found = GAME_LOOKS.get(game, {}).get(name)
+    return found if found is not None else LOOKS.get(name)
+
+
+def _glyph(game: str, name: str) -> Glyph | None:
+    found = look(game, name)
+    if found is None:
+        return None
+    return Glyph(found.char, name, found.style, found.priority, found.note)
+
+
+def _tile_names(game: Game) -> Dict[int, str]:
+    """Tile id -> name: the games.py classes in their order (refined where TILE_REFINEMENTS
+    says), then Space, then the refinements of ids that have no class."""
+    refined = TILE_REFINEMENTS.get(game.name, {})
+    names = {tile: refined.get(tile, cls) for cls, ids in game.tiles.items() for tile in ids}
+    names[SPACE_TILE] = "Space"
+    for tile, name in refined.items():
+        names.setdefault(tile, name)
+    return names
+
+
+def _glyphs(game: str, names: Mapping[int, str]) -> Dict[int, Glyph]:
+    """id -> glyph; ids whose name has no look are left out (and drawn as "?")."""
+    out = {}
+    for i, name in names.items():
+        glyph = _glyph(game, name)
+        if glyph is not None:
+            out[i] = glyph
     return out
 
 
-_EXPLOSION = Glyph("x", "Explosion", _FX, priority=0)
+#: game -> tile id -> glyph, for every tile id of the game's classes, SPACE_TILE and refinements.
+TILE_GLYPHS: Mapping[str, Mapping[int, Glyph]] = {
+    name: _glyphs(name, _tile_names(game)) for name, game in GAMES.items()
+}
 
 #: game -> entity type id -> glyph (the default glyph; see _VARIANTS for state-dependent ones).
 ENTITY_GLYPHS: Mapping[str, Mapping[int, Glyph]] = {
-    "bigfish": _e(e2=Glyph("f", "Fish (smaller: edible)", "bright_cyan")),
-    "bossfight": _e(
-        e1=Glyph("!", "PlayerBullet", _SHOT),
-        e2=Glyph("B", "Boss", _LETHAL, priority=2),
-        e3=Glyph("S", "Shields (when up)", "bold blue", priority=3),
-        e4=Glyph("*", "EnemyBullet", _LETHAL),
-        e6=Glyph("r", "ReflectedBullet", "grey50"),
-        e7=Glyph("M", "Barrier (meteor)", "yellow"),
-        e54=_EXPLOSION,
-    ),
-    "caveflyer": _e(
-        e1=Glyph("G", "Goal", _GOAL),
-        e2=Glyph("O", "Obstacle (meteor)", "yellow"),
-        e3=Glyph("T", "Target", _LETHAL),
-        e4=Glyph("!", "PlayerBullet", _SHOT),
-        e5=Glyph("E", "Enemy", _LETHAL),
-        e54=_EXPLOSION,
-    ),
-    "chaser": _e(
-        e2=Glyph("O", "LargeOrb", "bold yellow"),
-        e4=Glyph("g", "EnemyEgg", "magenta"),
-        e6=Glyph("E", "Enemy", _LETHAL),
-    ),
-    "climber": _e(e1=Glyph("o", "Coin", _GOAL), e5=Glyph("E", "Enemy", _LETHAL)),
-    "coinrun": _e(
-        e2=Glyph("S", "Saw", _LETHAL),
-        e5=Glyph("E", "Enemy", _LETHAL),
-        e20=Glyph("C", "Crate", "yellow"),
-    ),
-    "dodgeball": _e(
-        e1=Glyph("#", "Wall (lava)", "red"),
-        e3=Glyph("o", "PlayerBall", _SHOT),
-        e4=Glyph("E", "Enemy", _LETHAL),
-        e5=Glyph("D", "Door (open when no enemies left)", _GOAL),
-        e6=Glyph("*", "EnemyBall", _LETHAL),
-    ),
-    "fruitbot": _e(
-        e1=Glyph("#", "Barrier", _WALL),
-        e3=Glyph("!", "PlayerBullet", _SHOT),
-        e4=Glyph("x", "BadFruit", _LETHAL),
-        e7=Glyph("+", "GoodFruit", "bold bright_green"),
-        e10=Glyph("D", "LockedDoor", "red"),
-        e11=Glyph("L", "Lock", "yellow"),
-        e12=Glyph("P", "Present", _GOAL),
-    ),
-    "heist": _e(
-        e1=Glyph("X", "LockedDoor", "bold"),
-        e2=Glyph("x", "Key", "bold"),
-        e9=Glyph("$", "Exit (gem)", _GOAL),
-    ),
-    "jumper": _e(e1=Glyph("G", "Goal (carrot)", _GOAL), e2=Glyph("^", "Spike", _LETHAL)),
-    "leaper": _e(
-        e1=Glyph("=", "Log", "yellow"),
-        e4=Glyph("C", "Car", _LETHAL),
-        e5=Glyph("F", "FinishLine", _GOAL),
-    ),
-    "maze": _e(),
-    "miner": _e(e6=Glyph("E", "Exit", _GOAL, priority=0)),
-    "ninja": _e(
-        e1=Glyph("G", "Goal (mushroom)", _GOAL),
-        e7=Glyph("*", "ThrowingStar", _SHOT),
-        e54=_EXPLOSION,
-    ),
-    "plunder": _e(
-        e1=Glyph("!", "PlayerBullet", _SHOT),
-        e6=Glyph("#", "Panel", _WALL),
-        e7=Glyph("s", "Ship (not a target)", "grey70"),
-        e54=_EXPLOSION,
-    ),
-    "starpilot": _e(
-        e1=Glyph("!", "PlayerBullet", _SHOT),
-        e2=Glyph("*", "EnemyBullet", _LETHAL),
-        e3=Glyph("+", "TurretBullet", _LETHAL),
-        e4=Glyph("f", "Flyer", _LETHAL),
-        e5=Glyph("M", "Meteor", "yellow"),
-        e6=Glyph("c", "Cloud", "grey50", priority=0),
-        e7=Glyph("T", "Turret", _LETHAL),
-        e8=Glyph("F", "FastFlyer", _LETHAL),
-        e9=Glyph("|", "FinishLine", _GOAL),
-        e54=_EXPLOSION,
-    ),
+    name: _glyphs(name, game.entity_types) for name, game in GAMES.items()
 }
 
-#: (game, entity type) drawn over their whole extent rather than one tile.
-FILL_TYPES: Mapping[str, frozenset] = {
-    "bossfight": frozenset({2}),
-    "dodgeball": frozenset({1, 5}),
-    "fruitbot": frozenset({1, 10}),
-    "leaper": frozenset({1, 5}),
-    "plunder": frozenset({6}),
-    "starpilot": frozenset({5, 9}),
-}
 
+def _fill_types(game: Game) -> FrozenSet[int]:
+    fill = {t for t, n in game.entity_types.items() if (found := look(game.name, n)) and found.fill}
+    return frozenset(fill)
+
+
+#: game -> entity type ids drawn over their whole extent rather than one tile (Look.fill).
+FILL_TYPES: Mapping[str, FrozenSet[int]] = {name: _fill_types(game) for name, game in GAMES.items()}
+
+
+def _default(game: str, name: str) -> Glyph:
+    glyph = _glyph(game, name)
+    if glyph is None:
+        raise KeyError(f"{game}: no look for {name!r}; add it to LOOKS or GAME_LOOKS")
+    return glyph
+
+
+_OOB_BLANK = Glyph(" ", "OutOfBounds", "")
+
+# State-dependent glyphs (_VARIANTS) and their legend entries (_VARIANT_LEGEND).
+_FISH_SMALLER = _default("bigfish", "Fish")
+_FISH_BIGGER = Glyph("F", "Fish", _LETHAL, note="bigger: lethal")
+_ENEMY = _default("chaser", "Enemy")
+_ENEMY_EDIBLE = Glyph("e", "Enemy", "bold bright_blue", note="edible")
+_SHIP = _default("plunder", "Ship")
+_SHIP_TARGET = Glyph("T", "Ship", "bold bright_green", note="target")
 _HEIST_KEYS = ("x", "y", "z")
 _HEIST_DOORS = ("X", "Y", "Z")
 _HEIST_STYLES = ("bold blue", "bold green", "bold red")
@@ -235,23 +281,27 @@ _F = {name: i for i, name in enumerate(ENTITY_FIELDS)}
 
 def _bigfish_fish(ctx: _Context, row: np.ndarray) -> Glyph:
     if row[_F["rx"]] > ctx.ents[0, _F["rx"]]:
-        return Glyph("F", "Fish (bigger: lethal)", _LETHAL)
-    return ENTITY_GLYPHS["bigfish"][2]
+        return _FISH_BIGGER
+    return _FISH_SMALLER
 
 
 def _chaser_enemy(ctx: _Context, row: np.ndarray) -> Glyph:
     cur_time = int(ctx.batch.cur_time[ctx.index])
     if cur_time - ctx.extra("eat_time") < ctx.extra("eat_timeout"):
-        return Glyph("e", "Enemy (edible)", "bold bright_blue")
-    return ENTITY_GLYPHS["chaser"][6]
+        return _ENEMY_EDIBLE
+    return _ENEMY
 
 
 def _heist_theme(chars: Sequence[str], kind: str) -> Callable[[_Context, np.ndarray], Glyph]:
+    themed = [
+        Glyph(c, kind, s, note=f"colour {t}") for t, (c, s) in enumerate(zip(chars, _HEIST_STYLES))
+    ]
+
     def pick(ctx: _Context, row: np.ndarray) -> Glyph:
         theme = int(row[_F["image_theme"]])
-        if 0 <= theme < len(chars):
-            return Glyph(chars[theme], f"{kind} (colour {theme})", _HEIST_STYLES[theme])
-        return Glyph("?", f"{kind} (colour {theme})", "bold")
+        if 0 <= theme < len(themed):
+            return themed[theme]
+        return Glyph("?", kind, "bold", note=f"colour {theme}")
 
     return pick
 
@@ -260,41 +310,41 @@ def _plunder_ship(ctx: _Context, row: np.ndarray) -> Glyph:
     targets = ctx.batch.vector("target_bools", ctx.index)
     theme = int(row[_F["image_theme"]])
     if 0 <= theme < len(targets) and targets[theme]:
-        return Glyph("T", "Ship (target)", "bold bright_green")
-    return ENTITY_GLYPHS["plunder"][7]
+        return _SHIP_TARGET
+    return _SHIP
 
 
-#: (game, entity type) -> glyph chooser for state-dependent glyphs.
-_VARIANTS: Mapping[Tuple[str, int], Callable[[_Context, np.ndarray], Glyph]] = {
-    ("bigfish", 2): _bigfish_fish,
-    ("chaser", 6): _chaser_enemy,
-    ("heist", 1): _heist_theme(_HEIST_DOORS, "LockedDoor"),
-    ("heist", 2): _heist_theme(_HEIST_KEYS, "Key"),
-    ("plunder", 7): _plunder_ship,
+#: (game, entity type name) -> glyph chooser for state-dependent glyphs.
+_VARIANTS: Mapping[Tuple[str, str], Callable[[_Context, np.ndarray], Glyph]] = {
+    ("bigfish", "Fish"): _bigfish_fish,
+    ("chaser", "Enemy"): _chaser_enemy,
+    ("heist", "LockedDoor"): _heist_theme(_HEIST_DOORS, "LockedDoor"),
+    ("heist", "Key"): _heist_theme(_HEIST_KEYS, "Key"),
+    ("plunder", "Ship"): _plunder_ship,
 }
 
 #: Extra legend entries for the variants: game -> glyphs (shown after the defaults).
 _VARIANT_LEGEND: Mapping[str, Tuple[Glyph, ...]] = {
-    "bigfish": (Glyph("F", "Fish (bigger: lethal)", _LETHAL),),
-    "chaser": (Glyph("e", "Enemy (edible)", "bold bright_blue"),),
-    "plunder": (Glyph("T", "Ship (target)", "bold bright_green"),),
+    "bigfish": (_FISH_BIGGER,),
+    "chaser": (_ENEMY_EDIBLE,),
+    "plunder": (_SHIP_TARGET,),
 }
 
 
 def _legend_glyphs(game: str) -> List[Glyph]:
     glyphs: List[Glyph] = list(TILE_GLYPHS[game].values())
     if game == "heist":
-        glyphs.append(_PLAYER)
-        glyphs.append(Glyph("/".join(_HEIST_KEYS), "Key (colour 0/1/2)", "bold"))
-        glyphs.append(Glyph("/".join(_HEIST_DOORS), "LockedDoor (colour 0/1/2)", "bold"))
-        glyphs.append(ENTITY_GLYPHS["heist"][9])
+        glyphs.append(_default(game, "Player"))
+        glyphs.append(Glyph("/".join(_HEIST_KEYS), "Key", "bold", note="colour 0/1/2"))
+        glyphs.append(Glyph("/".join(_HEIST_DOORS), "LockedDoor", "bold", note="colour 0/1/2"))
+        glyphs.append(_default(game, "Exit"))
     else:
         glyphs.extend(ENTITY_GLYPHS[game].values())
         glyphs.extend(_VARIANT_LEGEND.get(game, ()))
     seen, out = set(), []
     for g in glyphs:
-        if (g.char, g.name) not in seen:
-            seen.add((g.char, g.name))
+        if (g.char, g.label) not in seen:
+            seen.add((g.char, g.label))
             out.append(g)
     return out
 
@@ -307,7 +357,7 @@ def legend(game: str, width: int = 100) -> List[Text]:
     for g in _legend_glyphs(game):
         item = Text()
         item.append(g.char, style=g.style)
-        item.append(" " + g.name)
+        item.append(" " + g.label)
         if len(line.plain) + len(item.plain) + 2 > width and line.plain.strip() != "legend:":
             lines.append(line)
             line = Text(indent)
@@ -377,12 +427,12 @@ def _entity_glyph(game: Game, ctx: _Context, row: np.ndarray) -> Glyph | None:
     if etype in game.ignored_types or row[_F["use_abs_coords"]] != 0:
         return None
     name = game.entity_types.get(etype)
-    if name is not None and name in game.hidden_unless:
-        if not ctx.extra(game.hidden_unless[name]):
+    if name is not None:
+        if name in game.hidden_unless and not ctx.extra(game.hidden_unless[name]):
             return None
-    variant = _VARIANTS.get((game.name, etype))
-    if variant is not None:
-        return variant(ctx, row)
+        variant = _VARIANTS.get((game.name, name))
+        if variant is not None:
+            return variant(ctx, row)
     glyph = ENTITY_GLYPHS[game.name].get(etype)
     if glyph is None:
         return Glyph("?", f"unknown entity type {etype}", "bold magenta")

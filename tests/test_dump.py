@@ -22,11 +22,16 @@ from typing import Dict, List
 import pytest
 
 from procgen_entities import GAME_NAMES, GAMES, parse_state
+from procgen_entities.games import SPACE_TILE
 from procgen_entities.render import (
     ENTITY_GLYPHS,
+    GAME_LOOKS,
+    LOOKS,
     TILE_GLYPHS,
+    TILE_REFINEMENTS,
     _legend_glyphs,
     choose_view,
+    look,
     render_text,
 )
 
@@ -186,16 +191,32 @@ def test_coinrun_terrain_recognisable() -> None:
 
 
 def test_glyph_tables_cover_every_game() -> None:
+    """Every entity type and tile class games.py declares has a look, so every id a glyph; the
+    legend names come from games.py (or the presentation-only tile names); no legend character
+    repeats within a game; LOOKS, GAME_LOOKS and TILE_REFINEMENTS hold no stale names."""
+    used = {"Space"}
     for name, game in GAMES.items():
+        declared = set(game.entity_types.values()) | set(game.tiles)
+        for what in declared:
+            assert look(name, what) is not None, (name, what)
+        used |= declared
+        refined = TILE_REFINEMENTS.get(name, {})
+        for sub in refined.values():
+            assert look(name, sub) is not None, (name, sub)
+            assert sub not in declared, f"{name}: refinement {sub!r} is a games.py name"
+        used |= set(refined.values())
+        assert set(GAME_LOOKS.get(name, {})) <= declared, name
         for ids in game.tiles.values():
             for tile in ids:
                 assert tile in TILE_GLYPHS[name], (name, tile)
-        assert 100 in TILE_GLYPHS[name]
-        for etype in game.entity_types:
-            assert etype in ENTITY_GLYPHS[name] or name == "heist", (name, etype)
-        chars = [g.char for g in _legend_glyphs(name)]
+        assert SPACE_TILE in TILE_GLYPHS[name]
+        assert set(ENTITY_GLYPHS[name]) == set(game.entity_types), name
+        glyphs = _legend_glyphs(name)
+        assert {g.name for g in glyphs} <= declared | {"Space"} | set(refined.values()), name
+        chars = [g.char for g in glyphs]
         assert len(chars) == len(set(chars)), f"{name}: legend characters repeat: {chars}"
         assert all(c.strip() for c in chars), name
+    assert set(LOOKS) == used, f"looks no game uses: {sorted(set(LOOKS) - used)}"
 
 
 def test_renders_every_conftest_golden_state() -> None:
