@@ -159,6 +159,33 @@ def make_env(kind: str, game: str, num_envs: int, seed: int, defaults: GameDefau
     raise ValueError(f"unknown env kind {kind!r}; valid: fast, seed-style")
 
 
+def run_random_policy(env: EpisodeLogger, steps: int, metrics: TextIO, bar: Any, seed: int) -> None:
+    """Uniformly random actions for `steps` env steps, logged like a training run."""
+    rng = np.random.default_rng(seed)
+    space = env.obs_space()
+    n = len(env)
+    ones = np.ones(n, dtype=np.int64)
+    started = time.perf_counter()
+    env.reset(space)
+    try:
+        while env.steps < steps:
+            for _ in range(64):
+                chosen = rng.integers(0, 15, size=(n, 1))
+                env.act({"move": RaggedBufferI64.from_flattened(chosen, ones)}, space)
+            elapsed = time.perf_counter() - started
+            record = {
+                "kind": "update", "step": env.steps, "seconds": round(elapsed, 2),
+                "steps_per_second": round(env.steps / max(elapsed, 1e-9), 1),
+                "mean_return": float(np.mean(env.recent)) if env.recent else None,
+                "episodes": len(env.recent),
+            }  # fmt: skip
+            metrics.write(json.dumps(record) + "\n")
+            env.recent = []
+            bar.update(env.steps - bar.n)
+    finally:
+        env.close()
+
+
 def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m procgen_entities.train", description=__doc__.split("\n")[0]
@@ -176,6 +203,10 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         help="tilemap entities (default: the game's; seed-style envs have none)",
     )
     parser.add_argument("--out", default=None, help="run folder (default runs/GAME-SEED-TIME)")
+    parser.add_argument(
+        "--random-policy", action="store_true",
+        help="no training: uniformly random actions in the same env, as a baseline curve",
+    )  # fmt: skip
     parser.add_argument("overrides", nargs="*", help="enn-trainer fields: a.b=value")
     return parser.parse_intermixed_args(argv)
 
@@ -212,14 +243,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         overrides.append(f"max_train_time={int(args.minutes * 60)}")
     metrics = open(out_dir / "metrics.jsonl", "w", buffering=1)
     meta = {
-        "kind": "run", "game": args.game, "env": args.env, "seed": args.seed,
+        "kind": "run", "game": args.game, "seed": args.seed,
+        "env": args.env + (", random policy" if args.random_policy else ""),
         "tilemap": defaults.tilemap, "r_min": defaults.r_min, "r_max": defaults.r_max,
         "overrides": overrides,
     }  # fmt: skip
     metrics.write(json.dumps(meta) + "\n")
     loggers: List[EpisodeLogger] = []
 
-    def factory(cfg: Any, num_envs: int, processes: int, first_env_index: int) -> VecEnv:
+    def factory(cfg: Any, num_envs: int, processes: int, first_env_index: int) -> EpisodeLogger:
         # first_env_index is not a seed (always 0 without xprun): seed from the run instead.
         env = EpisodeLogger(
             make_env(args.env, args.game, num_envs, args.seed + 1000 * len(loggers), defaults),
@@ -229,6 +261,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         return env
 
     bar = tqdm(total=steps, unit="step", desc=f"{args.game} ({args.env})", file=sys.stderr)
+    if args.random_policy:
+        try:
+            run_random_policy(factory(None, 64, 1, 0), steps, metrics, bar, args.seed)
+        finally:
+            bar.close()
+            metrics.close()
+        print(f"metrics: {out_dir / 'metrics.jsonl'}")
+        return 0
     started = time.perf_counter()
 
     class Progress(StateManager):  # type: ignore[misc]

@@ -64,3 +64,17 @@ def test_bad_game_and_bad_override_fail_cleanly() -> None:
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.live
+def test_random_policy_baseline_writes_episodes(tmp_path: Path) -> None:
+    out = tmp_path / "random"
+    proc = subprocess.run(
+        [sys.executable, "-m", "procgen_entities.train", "bigfish", "--random-policy",
+         "--steps", "8192", "--out", str(out)],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = load_run(out / "metrics.jsonl")
+    assert run.meta["env"] == "fast, random policy"
+    assert len(run.returns) > 0 and run.steps[-1] <= 8192 + 64 * 64
