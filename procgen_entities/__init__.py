@@ -7,6 +7,7 @@ from procgen_entities.env import ProcgenEnv
 from procgen_entities.errors import MixedBatchError, ProcgenEntitiesError, StateDecodeError
 from procgen_entities.games import ENTITY_FIELDS, GAME_NAMES, GAMES, Game, get_game
 from procgen_entities.parse import StateBatch, parse_state, parse_states
+from procgen_entities.tilemap import entities_to_tilemap, tilemap_features, tilemap_to_entities
 from procgen_entities.vec_env import ProcgenVecEnv
 
 __all__ = [
@@ -20,7 +21,10 @@ __all__ = [
     "ProcgenVecEnv",
     "StateBatch",
     "StateDecodeError",
+    "entities_to_tilemap",
     "get_game",
     "parse_state",
     "parse_states",
+    "tilemap_features",
+    "tilemap_to_entities",
 ]
