@@ -225,7 +225,8 @@ typedef struct {
     const pe_entity_plan *plan;
     const pe_state_set *set;
     const pe_game_spec *spec;
-    int64_t *counts;
+    int64_t *counts;             /* pe_plan_count's output */
+    const int64_t *row_counts;   /* pe_plan_fill's input: rows of state i in slot s */
     const int64_t *row_starts;   /* [n_slots][n]: first row of state i in slot s */
     float *out;
     const int64_t *slot_offsets;
@@ -249,7 +250,7 @@ static void count_one(void *raw, int64_t i) {
 
 void pe_plan_count(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,
                    const pe_game_spec *spec, int64_t *counts) {
-    plan_job job = {plan, set, spec, counts, NULL, NULL, NULL};
+    plan_job job = {plan, set, spec, counts, NULL, NULL, NULL, NULL};
     pe_pool_run(pool, set->n, count_one, &job);
 }
 
@@ -275,6 +276,8 @@ static void fill_entities_one(void *raw, int64_t i) {
     for (int32_t e = 0; e < l->n_entities; e++, record += PE_ENTITY_BYTES) {
         int32_t s = slot_of(plan, record);
         if (s < 0 || !enabled[s]) continue;
+        /* Never write past the rows counted for this state (counts from another collect). */
+        if (next_row[s] >= job->row_starts[s * n + i] + job->row_counts[s * n + i]) continue;
         int32_t f0 = plan->feature_start[s], nf = plan->feature_start[s + 1] - f0;
         float *row = job->out + job->slot_offsets[s] + next_row[s]++ * nf;
         for (int32_t f = 0; f < nf; f++) row[f] = feature_value(record, player, plan->features[f0 + f]);
@@ -294,7 +297,7 @@ int pe_plan_fill(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *
             row += counts[s * n + i];
         }
     }
-    plan_job job = {plan, set, spec, NULL, row_starts, out, slot_offsets};
+    plan_job job = {plan, set, spec, NULL, counts, row_starts, out, slot_offsets};
     pe_pool_run(pool, n, fill_entities_one, &job);
     free(row_starts);
     return 0;

@@ -265,3 +265,25 @@ def test_modes_a_game_lacks_are_refused_before_procgen_aborts() -> None:
         ProcgenVecEnv("bigfish", 2, distribution_mode="memory")
     with ProcgenVecEnv("maze", 2, distribution_mode="memory", seed=0) as env:
         env.reset(env.obs_space())
+
+
+def test_gather_with_stale_counts_stays_in_bounds() -> None:
+    """Counts from one step and states from the next: the C fill writes only counted rows."""
+    rng = np.random.default_rng(8)
+    with ProcgenVecEnv("bossfight", 4, seed=1) as env:
+        space = env.obs_space()
+        env.reset(space)
+        plan = env._plan_for(space)
+        collector = env._collector
+        stale = np.zeros((len(plan.entity_types), 4), dtype=np.int64)  # fewer rows than exist
+        for _ in range(30):
+            env.act(actions(rng, 4), space)
+        offsets = np.zeros(len(plan.entity_types) + 1, dtype=np.int64)
+        out = np.full(8, 7.0, dtype=np.float32)  # room for nothing: every write would be OOB
+        collector.gather(stale, offsets, out)
+        assert (out == 7.0).all()
+        counts = np.empty_like(stale)
+        collector.count(counts)
+        assert counts.sum() > 0
+        with pytest.raises(ValueError, match="too small"):
+            collector.gather(counts, offsets, out)
