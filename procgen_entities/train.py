@@ -81,6 +81,7 @@ SMOKE_STEPS = 4096
 def trainer_overrides(game: str, steps: int, seed: int, smoke: bool, extra: List[str]) -> List[str]:
     overrides = list(BASE_OVERRIDES) + (SMOKE_OVERRIDES if smoke else [])
     overrides += [f"total_timesteps={steps}", f"seed={seed}", f"name={game}", "track=false"]
+    overrides.append(f"env.id=procgen-{game}")  # names the TensorBoard run
     return overrides + list(extra)  # the user's overrides win
 
 
@@ -238,7 +239,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     out_dir = Path(args.out or f"runs/{args.game}-{args.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
     out_dir.mkdir(parents=True, exist_ok=True)
     overrides = trainer_overrides(args.game, steps, args.seed, args.smoke, args.overrides)
-    overrides.append(f"data_dir={json.dumps(str(out_dir))}")
+    overrides.append(f"data_dir={out_dir}")  # str fields are taken verbatim (no quotes)
     if args.minutes:
         overrides.append(f"max_train_time={int(args.minutes * 60)}")
     metrics = open(out_dir / "metrics.jsonl", "w", buffering=1)

@@ -78,3 +78,14 @@ def test_random_policy_baseline_writes_episodes(tmp_path: Path) -> None:
     run = load_run(out / "metrics.jsonl")
     assert run.meta["env"] == "fast, random policy"
     assert len(run.returns) > 0 and run.steps[-1] <= 8192 + 64 * 64
+
+
+def test_tensorboard_logs_go_into_the_run_folder(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "procgen_entities.train", "coinrun", "--smoke", "--out", str(out)],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list(out.glob("runs/*/events.out.tfevents.*")), sorted(map(str, tmp_path.rglob("*")))
+    assert not (tmp_path / '"').exists()  # a quoted data_dir once made a folder named '"'
