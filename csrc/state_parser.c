@@ -120,6 +120,10 @@ const char *pe_status_text(pe_status status) {
     return "unknown status";
 }
 
+int64_t pe_trailer_item_bytes(uint8_t kind) {
+    return kind == PE_T_VEC_ENTITY ? PE_ENTITY_BYTES : 4;
+}
+
 pe_status pe_check_spec(const pe_game_spec *spec) {
     int vectors = 0;
     if (spec == NULL || spec->name == NULL || spec->name_len < 0 ||
@@ -223,7 +227,6 @@ pe_status pe_read_game_name(const uint8_t *buf, int64_t len, const uint8_t **nam
 }
 
 static pe_status walk_trailer(cursor *c, const pe_game_spec *spec, pe_layout *layout) {
-    static const int64_t item_bytes[] = {4, 4, 4, 4, 4, 4, PE_ENTITY_BYTES};
     layout->n_vectors = 0;
     layout->n_trailer_scalars = 0;
     for (int i = 0; i < spec->n_trailer; i++) {
@@ -237,7 +240,7 @@ static pe_status walk_trailer(cursor *c, const pe_game_spec *spec, pe_layout *la
         } else {
             int32_t count = 0;
             int64_t items_at = c->at + 4;
-            s = take_vector(c, field, item_bytes[kind], &count);
+            s = take_vector(c, field, pe_trailer_item_bytes(kind), &count);
             if (s == PE_OK && kind == PE_T_VEC_BOOL) {
                 for (int32_t k = 0; k < count; k++) {
                     int32_t v = pe_load_i32(c->buf + items_at + 4 * (int64_t)k);

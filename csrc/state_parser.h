@@ -100,6 +100,9 @@ int pe_entity_field_is_int(int i);
 /* Human-readable text for a status. */
 const char *pe_status_text(pe_status status);
 
+/* Bytes per item of a trailer kind: 4 for scalars and scalar vectors, 124 for entity vectors. */
+int64_t pe_trailer_item_bytes(uint8_t kind);
+
 /* Validate a spec once (kinds known, vector count within limits). */
 pe_status pe_check_spec(const pe_game_spec *spec);
 

@@ -130,13 +130,12 @@ void pe_fill_states(pe_pool *pool, const pe_state_set *set, const pe_game_spec *
 
 double pe_trailer_scalar(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *spec,
                          int32_t index) {
-    static const int64_t item_bytes[] = {4, 4, 4, 4, 4, 4, PE_ENTITY_BYTES};
     const uint8_t *p = buf + layout->trailer_at;
     int32_t scalar = 0;
     for (int i = 0; i < spec->n_trailer; i++) {
         uint8_t kind = spec->trailer_kinds[i];
         if (kind >= PE_T_VEC_I32) {
-            p += 4 + (int64_t)pe_load_i32(p) * item_bytes[kind];
+            p += 4 + (int64_t)pe_load_i32(p) * pe_trailer_item_bytes(kind);
             continue;
         }
         if (scalar++ == index) return kind == PE_T_F32 ? (double)pe_load_f32(p) : (double)pe_load_i32(p);
@@ -155,7 +154,6 @@ typedef struct {
 } heads_job;
 
 static void heads_one(void *raw, int64_t i) {
-    static const int64_t item_bytes[] = {4, 4, 4, 4, 4, 4, PE_ENTITY_BYTES};
     heads_job *job = (heads_job *)raw;
     const pe_layout *l = &job->set->layouts[i];
     const uint8_t *p = job->set->buffers[i] + l->trailer_at;
@@ -170,13 +168,13 @@ static void heads_one(void *raw, int64_t i) {
         double *head = job->heads + (i * job->n_vectors + v) * job->max_items;
         job->lengths[i * job->n_vectors + v] = count;
         for (int32_t k = 0; k < job->max_items; k++) {
-            const uint8_t *item = p + 4 + k * item_bytes[kind];
+            const uint8_t *item = p + 4 + k * pe_trailer_item_bytes(kind);
             if (k >= count) head[k] = 0.0;
             else if (kind == PE_T_VEC_F32) head[k] = (double)pe_load_f32(item);
             else if (kind == PE_T_VEC_ENTITY) head[k] = (double)pe_load_i32(item + 24);
             else head[k] = (double)pe_load_i32(item);
         }
-        p += 4 + (int64_t)count * item_bytes[kind];
+        p += 4 + (int64_t)count * pe_trailer_item_bytes(kind);
         v++;
     }
 }

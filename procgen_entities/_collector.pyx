@@ -174,16 +174,6 @@ cdef class StateCollector:
         if rc != 0:
             raise MemoryError()
 
-    def entity_totals(self):
-        """Number of entities in each collected state (int64[n])."""
-        self._check_open()
-        out = np.empty(self.num_states, dtype=np.int64)
-        cdef int64_t[::1] view = out
-        cdef Py_ssize_t i
-        for i in range(self.num_states):
-            view[i] = self.set.layouts[i].n_entities
-        return out
-
     def state_bytes(self, Py_ssize_t i):
         """A copy of the raw get_state bytes of state i from the last collect."""
         self._check_open()

@@ -14,6 +14,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 from entity_gym.env import Entity, GlobalCategoricalActionSpace, ObsSpace
 
+from procgen_entities import _collector
 from procgen_entities.games import ENTITY_FIELDS, Game, get_game
 
 __all__ = [
@@ -37,7 +38,7 @@ ACTION_NAME = "move"
 GLOBAL_ENTITY = "__global__"
 
 #: Entity features computed from the raw record relative to the player (C feature codes).
-RELATIVE_FEATURES = {"rel_x": 31, "rel_y": 32}
+RELATIVE_FEATURES = {"rel_x": _collector.FEATURE_REL_X, "rel_y": _collector.FEATURE_REL_Y}
 #: Entity features derived in Python from per-state vectors (plunder: is this ship a target?).
 DERIVED_ENTITY_FEATURES = frozenset({"is_target"})
 

@@ -28,6 +28,7 @@ from rich.text import Text
 
 from procgen_entities.games import ENTITY_FIELDS, GAMES, SPACE_TILE, Game
 from procgen_entities.parse import StateBatch
+from procgen_entities.tilemap import Window
 
 __all__ = [
     "DISTRIBUTION_MODES",
@@ -406,15 +407,12 @@ def choose_view(batch: StateBatch, i: int = 0, mode: str | None = None) -> View:
         return View(0, 0, w, h, "full")
     if mode != "window":
         raise ValueError(f"view mode must be 'window' or 'full', not {mode!r}")
-    view_dim = float(batch.scalars["view_dim"][i])
-    if not (0 < view_dim < 10_000) or not math.isfinite(view_dim):
+    camera = (float(batch.scalars[k][i]) for k in ("center_x", "center_y", "view_dim"))
+    try:
+        crop = Window.from_camera(*camera)
+    except ValueError:  # no usable camera in this state: show the whole grid
         return View(0, 0, w, h, "full")
-    n = max(1, int(round(view_dim)))
-    cx = float(batch.scalars["center_x"][i])
-    cy = float(batch.scalars["center_y"][i])
-    x0 = int(math.floor(cx - view_dim / 2 + 0.5))
-    y0 = int(math.floor(cy - view_dim / 2 + 0.5))
-    return View(x0, y0, n, n, "window")
+    return View(crop.x0, crop.y0, crop.width, crop.height, "window")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -57,6 +57,7 @@ cdef extern from "state_parser.h" nogil:
     char pe_scalar_kind(int i) noexcept
     int pe_entity_field_is_int(int i) noexcept
     const char *pe_status_text(pe_status status) noexcept
+    int64_t pe_trailer_item_bytes(uint8_t kind) noexcept
     pe_status pe_check_spec(const pe_game_spec *spec) noexcept
     pe_status pe_read_game_name(const uint8_t *buf, int64_t len, const uint8_t **name,
                                 int32_t *name_len, pe_error *err) noexcept

@@ -113,6 +113,9 @@ class ProcgenVecEnv(VecEnv):
         self._heads = np.zeros((n, n_vectors, VECTOR_HEAD_ITEMS), dtype=np.float64)
         self._head_lengths = np.zeros((n, n_vectors), dtype=np.int64)
         self._grid: Optional[np.ndarray] = None
+        self._reward, self._done, self._level_complete = (
+            SCALAR_NAMES.index(name) for name in ("reward", "done", "level_complete")
+        )
         self._center_x, self._center_y, self._view_dim = (
             SCALAR_NAMES.index(name) for name in ("center_x", "center_y", "view_dim")
         )
@@ -215,7 +218,7 @@ class ProcgenVecEnv(VecEnv):
     @property
     def last_level_complete(self) -> npt.NDArray[np.bool_]:
         """Per env: did the episode that ended at the last step end in success?"""
-        return self._scalars[:, 2] != 0
+        return self._scalars[:, self._level_complete] != 0
 
     def step_values(self) -> StepValues:
         """Scalars of the current step (header/base by name, trailer fields by name)."""
@@ -322,10 +325,10 @@ class ProcgenVecEnv(VecEnv):
                 None,
             )
         }
-        done = self._scalars[:, 1] != 0
+        done = self._scalars[:, self._done] != 0
         metrics: Dict[str, Metric] = {}
         if done.any():
-            finished = self._scalars[done, 2]
+            finished = self._scalars[done, self._level_complete]
             metrics["level_complete"] = Metric(
                 count=int(done.sum()), sum=float(finished.sum()),
                 min=float(finished.min()), max=float(finished.max()),
@@ -334,7 +337,7 @@ class ProcgenVecEnv(VecEnv):
             features=features,
             visible={},
             action_masks=action_masks,
-            reward=self._scalars[:, 0].astype(np.float32),
+            reward=self._scalars[:, self._reward].astype(np.float32),
             done=done,
             metrics=metrics,
         )
