@@ -44,7 +44,8 @@ def extension(name, sources, libraries=()):
 EXTENSIONS = [
     extension("_parser", ["state_parser.c"]),
     extension("_tilemap", ["tilemap.c"]),
-    extension("_collector", ["state_parser.c", "state_set.c", "thread_pool.c"], ["pthread"]),
+    extension("_collector", ["state_parser.c", "state_set.c", "thread_pool.c", "live_game.c"],
+              ["pthread"]),
 ]
 
 setup(

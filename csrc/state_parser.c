@@ -98,6 +98,15 @@ const char *pe_scalar_name(int i) { return (i >= 0 && i < N_SCALARS) ? SCALARS[i
 
 char pe_scalar_kind(int i) { return (i >= 0 && i < N_SCALARS) ? SCALARS[i].kind : 0; }
 
+int pe_scalar_position(int i, int *section, int *at) {
+    if (i < 0 || i >= N_SCALARS) return -1;
+    /* sections in byte order: options, step, base, camera */
+    static const int SECTION_OF_ANCHOR[] = {1, 0, 2, 3};
+    *section = SECTION_OF_ANCHOR[SCALARS[i].from];
+    *at = SCALARS[i].at;
+    return 0;
+}
+
 int pe_entity_field_is_int(int i) {
     return (i >= 0 && i < PE_ENTITY_FIELDS) ? ENTITY_FIELD_IS_INT[i] : -1;
 }

@@ -95,6 +95,9 @@ int pe_scalar_count(void);
 const char *pe_scalar_name(int i);
 /* 'i', 'f' or 'b' (i32 bool) for scalar i; 0 when out of range. */
 char pe_scalar_kind(int i);
+/* Where scalar i lies: its section in byte order (0 options, 1 step, 2 base, 3 camera) and its
+ * byte offset within that section. 0, or -1 when i is out of range. */
+int pe_scalar_position(int i, int *section, int *at);
 /* 1 if entity field i is stored as i32, 0 if f32. */
 int pe_entity_field_is_int(int i);
 /* Human-readable text for a status. */

@@ -1,4 +1,4 @@
-from typing import Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -8,6 +8,31 @@ DEFAULT_CAPACITY: int
 FEATURE_REL_X: int
 FEATURE_REL_Y: int
 MAX_SLOTS: int
+DEFER_RESET: int
+
+class LiveGames:
+    num_groups: int
+    max_games: int
+    def __init__(
+        self,
+        program: np.ndarray,
+        entity_program: np.ndarray,
+        name: bytes,
+        offsets: Dict[str, int],
+        game_step_slot: int,
+        observe_slot: int,
+        reset_address: int,
+        prepare_address: int,
+        render_height: float,
+        num_groups: int,
+        max_games: int,
+    ) -> None: ...
+    def attach(self, group: int, vecgame: int, expected: int) -> None: ...
+    def detach(self) -> None: ...
+    def game_addresses(self, group: int) -> List[int]: ...
+    def write_state(self, group: int, k: int, capacity: int = ...) -> bytes: ...
+    def observe(self, group: int) -> None: ...
+    def prepare(self, group: int) -> None: ...
 
 class StateCollector:
     num_threads: int
@@ -32,4 +57,17 @@ class StateCollector:
     def grid_shape(self) -> Tuple[int, int]: ...
     def count(self, counts: np.ndarray) -> None: ...
     def gather(self, counts: np.ndarray, slot_offsets: np.ndarray, out: np.ndarray) -> None: ...
+    def collect_live(self, live: LiveGames, group: int, first: int) -> None: ...
+    def step_live(
+        self,
+        live: LiveGames,
+        group: int,
+        actions: np.ndarray,
+        first: int,
+        terminal: Optional[StateCollector],
+        flags: int,
+        truncated: np.ndarray,
+        terminal_written: np.ndarray,
+        pending: np.ndarray,
+    ) -> None: ...
     def state_bytes(self, i: int) -> bytes: ...

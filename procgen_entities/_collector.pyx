@@ -9,7 +9,10 @@ shapes and releases the GIL around every C call.
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
 
+from libc.stdlib cimport calloc, free
+
 from procgen_entities._parser cimport GameSpec, raise_status
+from procgen_entities.live_game cimport *
 from procgen_entities.state_parser cimport PE_OK, pe_error, pe_scalar_count, pe_status
 from procgen_entities.state_set cimport *
 from procgen_entities.thread_pool cimport pe_pool, pe_pool_create, pe_pool_destroy
@@ -21,6 +24,128 @@ DEFAULT_CAPACITY = 1 << 20
 FEATURE_REL_X = PE_FEATURE_REL_X
 FEATURE_REL_Y = PE_FEATURE_REL_Y
 MAX_SLOTS = PE_MAX_SLOTS
+DEFER_RESET = PE_LIVE_DEFER_RESET
+
+
+cdef class LiveGames:
+    """A pe_live_spec (the write program, step offsets, procgen's functions) and the game objects
+    of each procgen vec env (group) it reads. Built by procgen_entities/engine from a verified
+    layout; the addresses it is given are trusted."""
+    cdef pe_live_spec spec
+    cdef object _keep
+    cdef void **games
+    cdef pe_live_source *sources
+    cdef readonly int num_groups
+    cdef readonly Py_ssize_t max_games
+
+    def __cinit__(self, const int32_t[::1] program, const int32_t[::1] entity_program,
+                  bytes name, dict offsets, int game_step_slot, int observe_slot,
+                  uintptr_t reset_address, uintptr_t prepare_address, float render_height,
+                  int num_groups, Py_ssize_t max_games):
+        if program.shape[0] % 2 or entity_program.shape[0] % 2 or program.shape[0] == 0:
+            raise ValueError("programs are (op, arg) pairs")
+        if reset_address == 0 or prepare_address == 0 or num_groups < 1 or max_games < 1:
+            raise ValueError("invalid live game spec")
+        self._keep = (program, entity_program, name)
+        self.spec.program = &program[0]
+        self.spec.n_program = <int32_t>(program.shape[0] // 2)
+        self.spec.entity_program = &entity_program[0] if entity_program.shape[0] else NULL
+        self.spec.n_entity_program = <int32_t>(entity_program.shape[0] // 2)
+        self.spec.name = name
+        self.spec.name_len = <int32_t>len(name)
+        self.spec.games_at = offsets["games"]
+        self.spec.grid_data_at = offsets["grid_data"]
+        self.spec.action_at = offsets["action"]
+        self.spec.cur_time_at = offsets["cur_time"]
+        self.spec.reward_at = offsets["reward"]
+        self.spec.done_at = offsets["done"]
+        self.spec.level_complete_at = offsets["level_complete"]
+        self.spec.timeout_at = offsets["timeout"]
+        self.spec.total_reward_at = offsets["total_reward"]
+        self.spec.last_reward_timer_at = offsets["last_reward_timer"]
+        self.spec.last_reward_at = offsets["last_reward"]
+        self.spec.prev_level_seed_at = offsets["prev_level_seed"]
+        self.spec.current_level_seed_at = offsets["current_level_seed"]
+        self.spec.use_sequential_levels_at = offsets["use_sequential_levels"]
+        self.spec.episode_done_at = offsets["episode_done"]
+        self.spec.default_action_at = offsets["default_action"]
+        self.spec.game_step_slot = game_step_slot
+        self.spec.observe_slot = observe_slot
+        self.spec.game_reset = <pe_game_fn>reset_address
+        self.spec.prepare_for_drawing = <pe_draw_prep_fn>prepare_address
+        self.spec.render_height = render_height
+        self.num_groups = num_groups
+        self.max_games = max_games
+        cdef int g
+        self.games = <void **>calloc(num_groups * max_games, sizeof(void *))
+        self.sources = <pe_live_source *>calloc(num_groups, sizeof(pe_live_source))
+        if self.games == NULL or self.sources == NULL:
+            raise MemoryError()
+        for g in range(num_groups):
+            self.sources[g].spec = &self.spec
+            self.sources[g].games = self.games + g * max_games
+            self.sources[g].n_games = 0
+
+    def __dealloc__(self):
+        free(self.games)
+        free(self.sources)
+
+    cdef int _check_group(self, int group) except -1:
+        if group < 0 or group >= self.num_groups:
+            raise IndexError(group)
+        return 0
+
+    def attach(self, int group, uintptr_t vecgame, Py_ssize_t expected):
+        """Read the game objects of a VecGame (again after anything that may reallocate them)."""
+        self._check_group(group)
+        if expected < 1 or expected > self.max_games:
+            raise ValueError("expected game count out of range")
+        cdef int64_t n
+        with nogil:
+            n = pe_live_games(&self.spec, <const void *>vecgame,
+                              <void **>self.sources[group].games, self.max_games)
+        if n != expected:
+            self.sources[group].n_games = 0
+            raise RuntimeError(f"procgen's vec env holds {n} games, expected {expected}")
+        self.sources[group].n_games = n
+
+    def detach(self):
+        for g in range(self.num_groups):
+            self.sources[g].n_games = 0
+
+    def game_addresses(self, int group):
+        self._check_group(group)
+        return [<uintptr_t>self.sources[group].games[k] for k in range(self.sources[group].n_games)]
+
+    def write_state(self, int group, Py_ssize_t k, Py_ssize_t capacity=DEFAULT_CAPACITY):
+        """One game's state as get_state bytes with empty RNG texts."""
+        self._check_group(group)
+        if k < 0 or k >= self.sources[group].n_games:
+            raise IndexError(k)
+        buf = bytearray(capacity)
+        cdef unsigned char[::1] view = buf
+        cdef int64_t n
+        with nogil:
+            n = pe_live_write(&self.spec, self.sources[group].games[k], &view[0], capacity)
+        if n < 0:
+            raise RuntimeError("the live game could not be written (buffer or layout)")
+        return bytes(buf[:n])
+
+    def observe(self, int group):
+        """Each game's own observe() (render into gym3's buffers)."""
+        self._check_group(group)
+        cdef int64_t k
+        with nogil:
+            for k in range(self.sources[group].n_games):
+                pe_live_observe(&self.spec, self.sources[group].games[k])
+
+    def prepare(self, int group):
+        """Recompute each game's camera (after procgen reset it without rendering)."""
+        self._check_group(group)
+        cdef int64_t k
+        with nogil:
+            for k in range(self.sources[group].n_games):
+                pe_live_prepare(&self.spec, self.sources[group].games[k])
 
 
 cdef class StateCollector:
@@ -173,6 +298,56 @@ cdef class StateCollector:
                               &slot_offsets[0], &out[0])
         if rc != 0:
             raise MemoryError()
+
+    def collect_live(self, LiveGames live, int group, Py_ssize_t first):
+        """Write the states of a group's live games into slots [first, first + n)."""
+        self._check_open()
+        live._check_group(group)
+        cdef int64_t bad_index = -1
+        cdef pe_error err
+        cdef pe_status status
+        cdef pe_live_source *source = &live.sources[group]
+        with nogil:
+            status = pe_collect(self.pool, pe_live_get_state, <void *>source, <int32_t>source.n_games,
+                                first, self.set, &self.spec.spec, &bad_index, &err)
+        raise_status(status, &err, bad_index)
+
+    def step_live(self, LiveGames live, int group, const int32_t[::1] actions, Py_ssize_t first,
+                  StateCollector terminal, int flags, uint8_t[::1] truncated,
+                  uint8_t[::1] terminal_written, uint8_t[::1] pending):
+        """Step a group's games headlessly with actions, their states into [first, first + n);
+        terminal states of finished episodes into `terminal` (None: not captured)."""
+        self._check_open()
+        live._check_group(group)
+        cdef pe_live_source *source = &live.sources[group]
+        cdef Py_ssize_t n = source.n_games
+        if n == 0:
+            raise RuntimeError("no live games attached")
+        if actions.shape[0] != n:
+            raise ValueError(f"expected {n} actions, got {actions.shape[0]}")
+        if first < 0 or first + n > self.num_states:
+            raise ValueError("step range out of bounds")
+        if (truncated.shape[0] != self.num_states or terminal_written.shape[0] != self.num_states
+                or pending.shape[0] != self.num_states):
+            raise ValueError("per-env outputs must have one entry per state")
+        cdef pe_state_set *terminal_set = NULL
+        if terminal is not None:
+            terminal._check_open()
+            if terminal.num_states != self.num_states:
+                raise ValueError("the terminal collector has another size")
+            terminal_set = terminal.set
+        cdef pe_live_outputs outputs
+        outputs.truncated = &truncated[0]
+        outputs.terminal = &terminal_written[0]
+        outputs.pending = &pending[0]
+        cdef int64_t bad_index = -1
+        cdef pe_error err
+        cdef pe_status status
+        with nogil:
+            status = pe_live_step(self.pool, source, &actions[0], <int32_t>n, first, self.set,
+                                  terminal_set, &self.spec.spec, flags, &outputs, &bad_index,
+                                  &err)
+        raise_status(status, &err, bad_index)
 
     def state_bytes(self, Py_ssize_t i):
         """A copy of the raw get_state bytes of state i from the last collect."""

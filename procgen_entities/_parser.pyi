@@ -5,6 +5,7 @@ import numpy as np
 TRAILER_KIND_CODES: Dict[str, int]
 SCALAR_NAMES: Tuple[str, ...]
 SCALAR_KINDS: Tuple[str, ...]
+SCALAR_POSITIONS: Tuple[Tuple[int, int], ...]
 ENTITY_FIELD_IS_INT: Tuple[bool, ...]
 
 class GameSpec:

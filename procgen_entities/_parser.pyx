@@ -18,6 +18,16 @@ from procgen_entities.errors import error_from_status
 TRAILER_KIND_CODES = {"i": 0, "f": 1, "b": 2, "vi": 3, "vf": 4, "vb": 5, "ve": 6}
 SCALAR_NAMES = tuple(pe_scalar_name(i).decode() for i in range(pe_scalar_count()))
 SCALAR_KINDS = tuple(chr(pe_scalar_kind(i)) for i in range(pe_scalar_count()))
+
+
+def _scalar_position(int i):
+    cdef int section = -1, at = -1
+    pe_scalar_position(i, &section, &at)
+    return (section, at)
+
+
+#: Per scalar: (section, byte offset in it); sections in byte order: options, step, base, camera.
+SCALAR_POSITIONS = tuple(_scalar_position(i) for i in range(pe_scalar_count()))
 ENTITY_FIELD_IS_INT = tuple(bool(pe_entity_field_is_int(i)) for i in range(PE_ENTITY_FIELDS))
 
 

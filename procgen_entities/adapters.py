@@ -50,6 +50,8 @@ class StepValues:
     scalars: Mapping[str, np.ndarray]  # header/base scalars by name
     extras: Mapping[str, np.ndarray]  # trailer scalars by name
     vector_heads: Mapping[str, np.ndarray]  # trailer vector name -> [n, k] first items
+    #: the episode that ended at this step ended by the time limit, not by the game
+    truncated: Optional[np.ndarray] = None
 
 
 def _scaled_time(v: StepValues) -> np.ndarray:

@@ -55,6 +55,7 @@ cdef extern from "state_parser.h" nogil:
     int pe_scalar_count() noexcept
     const char *pe_scalar_name(int i) noexcept
     char pe_scalar_kind(int i) noexcept
+    int pe_scalar_position(int i, int *section, int *at) noexcept
     int pe_entity_field_is_int(int i) noexcept
     const char *pe_status_text(pe_status status) noexcept
     int64_t pe_trailer_item_bytes(uint8_t kind) noexcept

@@ -1,9 +1,11 @@
-"""ProcgenVecEnv: an entity-gym VecEnv over procgen, with get_state parallelised in C.
+"""ProcgenVecEnv: an entity-gym VecEnv over procgen, stepped and read in C.
 
-A step: act on every procgen vec env (procgen steps them on its own threads and returns at
-once), then for each of them call procgen's C ``get_state`` for all its envs from our thread
-pool with the GIL released, parse in place, and gather the requested entity types and features
-straight into one float32 buffer. Python only builds one RaggedBufferF32 per entity type.
+A step with the default (headless) engine: our thread pool runs procgen's own game logic for
+every env (``Game::step`` without its render, see procgen_entities/engine), writes each state
+straight from procgen's game objects and validates it; then the requested entity types and
+features are gathered in C into one float32 buffer and Python builds one RaggedBufferF32 per
+entity type. The ``get_state`` engine instead lets procgen step and render on its own threads and
+calls procgen's serializer from our pool; ``direct`` lets procgen step and reads the objects.
 
 Episode boundaries are procgen's: after an episode ends the observation is already the next
 level's first state, while ``reward`` and ``done`` describe the step that ended the episode.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import os
 import random
+import warnings
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -33,8 +36,9 @@ from procgen_entities.adapters import (
     global_features,
     observation_space,
 )
+from procgen_entities.engine import ENGINES, bind_engine
 from procgen_entities.games import Game, get_game
-from procgen_entities.parse import SCALAR_NAMES, game_spec
+from procgen_entities.parse import SCALAR_NAMES, StateBatch, game_spec, parse_states
 from procgen_entities.procgen_envs import make_procgen_env
 from procgen_entities.tilemap import tilemap_features, tilemap_to_entities_batch
 
@@ -56,6 +60,14 @@ class ProcgenVecEnv(VecEnv):
     without it the grid is never read. ``procgen_threads``: procgen's own stepping threads per
     group (procgen's ``num_threads``; default: procgen's 4, which measured best here even on
     2 cores).
+
+    ``engine``: "headless" (our pool runs procgen's game logic without rendering and reads the
+    games directly), "direct" (procgen steps and renders, the games are read directly),
+    "get_state" (procgen steps and renders, its serializer writes the states) or "auto" (the
+    best one this procgen build passes; one EngineFallbackWarning when it is not headless). All
+    give the same observations; ``self.engine`` says which one runs. ``defer_reset`` (headless
+    only): a finished episode's observation is its terminal state and its reset happens at the
+    next ``act``, whose action is ignored for that env.
     """
 
     def __init__(
@@ -72,15 +84,21 @@ class ProcgenVecEnv(VecEnv):
         relative_positions: bool = False,
         tilemap: Optional[str] = None,
         procgen_threads: Optional[int] = None,
+        engine: str = "auto",
+        defer_reset: bool = False,
         **procgen_options: Any,
     ) -> None:
         self.game: Game = get_game(game)
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         self.tilemap = tilemap
         tile_entities = tilemap_features(self.game.name, tilemap, window=True) if tilemap else {}
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.num_envs = int(num_envs)
         self.num_threads = int(num_threads or os.cpu_count() or 1)
+        # Groups let one group's procgen stepping overlap the next one's get_state. They also
+        # seed procgen (one rand_seed per group), so every engine keeps the same default.
         groups = num_groups or (2 if num_envs >= 8 else 1)
         if not 1 <= groups <= num_envs:
             raise ValueError(f"num_groups must be in [1, num_envs], got {groups}")
@@ -105,8 +123,20 @@ class ProcgenVecEnv(VecEnv):
         self._closed = False
         self._envs: List[Any] = []
         self._handles: List[Tuple[int, int]] = []
-        self._make_envs()
+        self.engine = engine
+        self._live: Any = None
         n = self.num_envs
+        self._truncated = np.zeros(n, dtype=np.uint8)
+        self._terminal_written = np.zeros(n, dtype=np.uint8)
+        self._pending_reset = np.zeros(n, dtype=np.uint8)
+        self._make_envs()
+        if defer_reset and self.engine != "headless":
+            self.close()
+            raise ValueError(f"defer_reset needs the headless engine (this env runs {self.engine})")
+        self._step_flags = _collector.DEFER_RESET if defer_reset else 0
+        self._terminal: Optional[_collector.StateCollector] = (
+            _collector.StateCollector(self._spec, n, 1) if self.engine == "headless" else None
+        )
         self._scalars = np.zeros((n, len(SCALAR_NAMES)), dtype=np.float64)
         self._trailer = np.zeros((n, len(self.game.trailer_scalars)), dtype=np.float64)
         n_vectors = len(self.game.trailer_vectors)
@@ -116,6 +146,7 @@ class ProcgenVecEnv(VecEnv):
         self._reward, self._done, self._level_complete = (
             SCALAR_NAMES.index(name) for name in ("reward", "done", "level_complete")
         )
+        self._cur_time, self._timeout = (SCALAR_NAMES.index(n) for n in ("cur_time", "timeout"))
         self._center_x, self._center_y, self._view_dim = (
             SCALAR_NAMES.index(name) for name in ("center_x", "center_y", "view_dim")
         )
@@ -136,17 +167,65 @@ class ProcgenVecEnv(VecEnv):
                 (int(ffi.cast("uintptr_t", env._c_lib.get_state)),
                  int(ffi.cast("uintptr_t", env._c_env)))
             )  # fmt: skip
+        with warnings.catch_warnings():
+            if self._live is not None or self.engine == "get_state":
+                warnings.simplefilter("ignore")  # warned when the engine was first chosen
+            binding = bind_engine(
+                self.engine, self.game, self._envs, self._group_sizes, self._procgen_kwargs
+            )
+        self.engine, self._live = binding.name, binding.live
+        self._pending_reset[:] = 0
 
     def _close_envs(self) -> None:
+        if self._live is not None:
+            self._live.detach()  # procgen's games are about to be freed
         for env in self._envs:
             env.close()
         self._envs, self._handles = [], []
 
     def _collect(self) -> None:
+        """States of every env from procgen's get_state (any engine)."""
         for (get_state, handle), start, size in zip(
             self._handles, self._group_starts, self._group_sizes
         ):
             self._collector.collect(get_state, handle, size, start)
+
+    def _read(self) -> None:
+        """States of every env, through the engine (procgen's threads must be idle)."""
+        if self._live is None:
+            self._collect()
+            return
+        for group, start in enumerate(self._group_starts):
+            self._collector.collect_live(self._live, group, start)
+
+    def _step(self, chosen: npt.NDArray[np.int32]) -> None:
+        if self.engine == "headless":
+            for group, (start, size) in enumerate(zip(self._group_starts, self._group_sizes)):
+                self._collector.step_live(
+                    self._live, group, chosen[start : start + size], start, self._terminal,
+                    self._step_flags, self._truncated, self._terminal_written,
+                    self._pending_reset,
+                )  # fmt: skip
+            return
+        # procgen steps (and renders) on its own threads: act on every group first.
+        before = self._scalars[:, self._cur_time].copy()
+        for env, start, size in zip(self._envs, self._group_starts, self._group_sizes):
+            env.act(chosen[start : start + size])
+        if self._live is None:
+            self._collect()
+        else:
+            for env in self._envs:
+                env._c_lib.libenv_observe(env._c_env)  # wait for procgen's stepping threads
+            self._read()
+        self._truncated_from_time(before)
+
+    def _truncated_from_time(self, cur_time_before: npt.NDArray[np.float64]) -> None:
+        """procgen-stepped engines: an episode that ended on the step that reached the time
+        limit counts as truncated (procgen gives no other sign of it)."""
+        self._collector.fill(self._scalars, self._trailer)
+        done = self._scalars[:, self._done] != 0
+        timeout = self._scalars[:, self._timeout]
+        self._truncated[:] = done & (cur_time_before + 1 >= timeout)
 
     # ---- entity-gym VecEnv ----
 
@@ -165,7 +244,9 @@ class ProcgenVecEnv(VecEnv):
             self._close_envs()
             self._make_envs()
         self._fresh = False
-        self._collect()
+        self._read()
+        self._truncated[:] = 0
+        self._terminal_written[:] = 0
         obs = self._observe(obs_config)
         obs.reward[:] = 0.0
         obs.done[:] = False
@@ -178,14 +259,15 @@ class ProcgenVecEnv(VecEnv):
         chosen = actions[ACTION_NAME].as_array().reshape(-1).astype(np.int32)
         if chosen.shape[0] != self.num_envs:
             raise ValueError(f"expected one {ACTION_NAME!r} action per env ({self.num_envs})")
-        # Act on every group first: procgen steps them on its own threads while we collect.
-        for env, start, size in zip(self._envs, self._group_starts, self._group_sizes):
-            env.act(chosen[start : start + size])
-        self._collect()
+        self._step(chosen)
         return self._observe(obs_filter)
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
+        """Every env's 64x64 RGB frame (headless: rendered now by the game's own observe())."""
         self._check_open()
+        if self.engine == "headless":
+            for group in range(len(self._envs)):
+                self._live.observe(group)
         frames = [env.observe()[1]["rgb"] for env in self._envs]
         return np.concatenate(frames, axis=0)
 
@@ -193,8 +275,10 @@ class ProcgenVecEnv(VecEnv):
         if self._closed:
             return
         self._closed = True
-        self._collector.close()
         self._close_envs()
+        self._collector.close()
+        if self._terminal is not None:
+            self._terminal.close()
 
     def __enter__(self) -> "ProcgenVecEnv":
         return self
@@ -211,9 +295,34 @@ class ProcgenVecEnv(VecEnv):
     # ---- beyond the VecEnv contract ----
 
     def get_states(self) -> List[bytes]:
-        """The raw procgen get_state bytes of the current step, one per env."""
+        """The raw procgen get_state bytes of the current step, one per env (every engine:
+        procgen's own serializer is called for them)."""
         self._check_open()
+        if self._live is not None:
+            self._collect()
         return [self._collector.state_bytes(i) for i in range(self.num_envs)]
+
+    def final_states(self) -> Tuple[npt.NDArray[np.int64], StateBatch]:
+        """The terminal states of the episodes that ended at the last step (headless engine).
+
+        Returns the indices of those envs and a StateBatch of their last states before the
+        reset, with the camera recomputed as procgen would have rendered them. procgen itself
+        never exposes these (its observation after an episode ends is already the next level);
+        the other engines raise RuntimeError rather than guess.
+        """
+        self._check_open()
+        if self._terminal is None:
+            raise RuntimeError(
+                f"final states need the headless engine (this env runs {self.engine})"
+            )
+        ended = np.flatnonzero(self._terminal_written).astype(np.int64)
+        states = [self._terminal.state_bytes(int(i)) for i in ended]
+        return ended, parse_states(states, game=self.game.name)
+
+    @property
+    def truncated(self) -> npt.NDArray[np.bool_]:
+        """Per env: the episode that ended at the last step ended by procgen's time limit."""
+        return self._truncated != 0
 
     @property
     def last_level_complete(self) -> npt.NDArray[np.bool_]:
@@ -223,6 +332,7 @@ class ProcgenVecEnv(VecEnv):
     def step_values(self) -> StepValues:
         """Scalars of the current step (header/base by name, trailer fields by name)."""
         return StepValues(
+            truncated=self.truncated,
             scalars={name: self._scalars[:, i] for i, name in enumerate(SCALAR_NAMES)},
             extras={name: self._trailer[:, i] for i, name in enumerate(self.game.trailer_scalars)},
             vector_heads={

@@ -1,0 +1,55 @@
+# Mirrors csrc/live_game.h.
+from libc.stdint cimport int32_t, int64_t, uint8_t
+
+from procgen_entities.state_parser cimport pe_error, pe_game_spec, pe_status
+from procgen_entities.state_set cimport pe_state_set
+from procgen_entities.thread_pool cimport pe_pool
+
+
+cdef extern from "live_game.h" nogil:
+    enum:
+        PE_LIVE_DEFER_RESET
+
+    ctypedef void (*pe_game_fn)(void *game) noexcept nogil
+    ctypedef void (*pe_draw_prep_fn)(void *game, float rect_height) noexcept nogil
+
+    ctypedef struct pe_live_spec:
+        const int32_t *program
+        int32_t n_program
+        const int32_t *entity_program
+        int32_t n_entity_program
+        const char *name
+        int32_t name_len
+        int32_t games_at
+        int32_t grid_data_at
+        int32_t action_at, cur_time_at, reward_at, done_at, level_complete_at, timeout_at
+        int32_t total_reward_at, last_reward_timer_at, last_reward_at, prev_level_seed_at
+        int32_t current_level_seed_at, use_sequential_levels_at, episode_done_at
+        int32_t default_action_at
+        int32_t game_step_slot
+        int32_t observe_slot
+        pe_game_fn game_reset
+        pe_draw_prep_fn prepare_for_drawing
+        float render_height
+
+    ctypedef struct pe_live_source:
+        const pe_live_spec *spec
+        void **games
+        int64_t n_games
+
+    ctypedef struct pe_live_outputs:
+        uint8_t *truncated
+        uint8_t *terminal
+        uint8_t *pending
+
+    int64_t pe_live_games(const pe_live_spec *spec, const void *vecgame, void **out,
+                          int64_t max) noexcept
+    int64_t pe_live_write(const pe_live_spec *spec, const void *game, uint8_t *buf,
+                          int64_t capacity) noexcept
+    int pe_live_get_state(void *source, int index, char *buffer, int length) noexcept
+    pe_status pe_live_step(pe_pool *pool, const pe_live_source *source, const int32_t *actions,
+                           int32_t count, int64_t first, pe_state_set *set,
+                           pe_state_set *terminal_set, const pe_game_spec *game_spec, int flags,
+                           pe_live_outputs *outputs, int64_t *bad_index, pe_error *err) noexcept
+    void pe_live_prepare(const pe_live_spec *spec, void *game) noexcept
+    void pe_live_observe(const pe_live_spec *spec, void *game) noexcept
