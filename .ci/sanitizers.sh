@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the extensions with AddressSanitizer + UndefinedBehaviorSanitizer into a separate
-# folder and run the parser, fuzz, tilemap and vec env tests against that build.
+# folder and run the parser, fuzz, tilemap, vec env and engine tests against that build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${1:-.venv}
@@ -22,4 +22,4 @@ sys.exit(0 if procgen_entities.__file__.startswith('$OUT') else
          'the sanitizer run would import ' + procgen_entities.__file__)"
 "$PY" -m pytest -p no:cacheprovider -q -m "not slow" -o addopts="" \
     tests/test_parse_golden.py tests/test_parse_errors.py tests/test_parse_fuzz.py \
-    tests/test_tilemap.py tests/test_vec_env.py
+    tests/test_tilemap.py tests/test_vec_env.py tests/test_engine.py

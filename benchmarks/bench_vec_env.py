@@ -1,14 +1,16 @@
-"""Entity steps/s of ProcgenVecEnv against baselines measured in the same run.
+"""Entity steps/s of ProcgenVecEnv's engines against procgen's pixels, measured in the same run.
 
-    python benchmarks/bench_vec_env.py [--games coinrun bigfish starpilot] [--envs 64]
-                                       [--steps 50] [--repeats 7]
+    python benchmarks/bench_vec_env.py [--games coinrun bigfish] [--envs 64 256]
+                                       [--steps 40] [--repeats 7] [--seed-style]
 
-Baselines, all with the same number of envs and random actions:
-  serial     procgen act + get_state (gym3 callmethod) in a Python loop: states, not entities
-  pixels     procgen act + observe: what pixel agents pay
-  seed-style one procgen env per env, a per-state pure-Python parse, entity-gym's EnvList
-Then ProcgenVecEnv's thread scaling (1 .. cores) and where its step time goes.
-Prints ratios; machines are noisy, so compare within one run.
+Each game runs with its training observation (coinrun: tilemap="columns"; every game:
+relative_positions=True), random actions, hard mode. Runners, all with the same env count:
+  pixels          procgen act + observe: what pixel agents pay (the baseline of the ratios)
+  serial          procgen act + get_state (gym3 callmethod) in a Python loop: states, no entities
+  headless/direct/get_state   ProcgenVecEnv with that engine, default threads (cores)
+  headless 1 thread           thread scaling of the default engine
+  seed-style      (--seed-style) one procgen env per env, Python parse, entity-gym EnvList
+Then where a headless step's time goes. Prints ratios; machines are noisy, so compare within a run.
 """
 
 from __future__ import annotations
@@ -17,15 +19,15 @@ import argparse
 import os
 import statistics
 import time
-from typing import Callable, Dict, List
+from typing import Any, Callable, Dict, List
 
 import numpy as np
-from entity_gym.env import EnvList
 from ragged_buffer import RaggedBufferI64
 
-from procgen_entities.baselines import SeedStyleEnv
 from procgen_entities.procgen_envs import make_procgen_env
 from procgen_entities.vec_env import ProcgenVecEnv
+
+TRAINING_OBS: Dict[str, Dict[str, Any]] = {"coinrun": {"tilemap": "columns"}}
 
 
 def interleaved_rates(
@@ -53,18 +55,27 @@ def action_batches(n: int, count: int = 32) -> List[Dict[str, RaggedBufferI64]]:
     ]
 
 
-def bench_game(game: str, n: int, steps: int, repeats: int) -> Dict[str, float]:
+def vec_env(game: str, n: int, **kw: Any) -> ProcgenVecEnv:
+    env = ProcgenVecEnv(
+        game, n, seed=0, relative_positions=True, **TRAINING_OBS.get(game, {}), **kw
+    )
+    env.reset(env.obs_space())
+    return env
+
+
+def bench_game(game: str, n: int, steps: int, repeats: int, seed_style: bool) -> Dict[str, float]:
     raw = np.random.default_rng(0).integers(0, 15, (32, n)).astype(np.int32)
     acts = action_batches(n)
     serial_env = make_procgen_env(game, n, rand_seed=0)
     pixel_env = make_procgen_env(game, n, rand_seed=0)
-    seed_env = EnvList(lambda: SeedStyleEnv(game, 0), n)
-    seed_space = seed_env.obs_space()
-    seed_env.reset(seed_space)
     cores = os.cpu_count() or 1
-    vec_envs = {t: ProcgenVecEnv(game, n, seed=0, num_threads=t) for t in sorted({1, 2, cores})}
-    for vec in vec_envs.values():
-        vec.reset(vec.obs_space())
+    vecs = {
+        f"{engine}": vec_env(game, n, engine=engine)
+        for engine in ("headless", "direct", "get_state")
+    }
+    if cores > 1:
+        vecs["headless 1 thread"] = vec_env(game, n, engine="headless", num_threads=1)
+    closers: List[Any] = [serial_env, pixel_env, *vecs.values()]
 
     def serial(k: int) -> None:
         for i in range(k):
@@ -76,10 +87,6 @@ def bench_game(game: str, n: int, steps: int, repeats: int) -> Dict[str, float]:
             pixel_env.act(raw[i % 32])
             pixel_env.observe()
 
-    def seed_style(k: int) -> None:
-        for i in range(k):
-            seed_env.act(acts[i % 32], seed_space)
-
     def vec_runner(vec: ProcgenVecEnv) -> Callable[[int], None]:
         space = vec.obs_space()
 
@@ -89,56 +96,47 @@ def bench_game(game: str, n: int, steps: int, repeats: int) -> Dict[str, float]:
 
         return run
 
-    runners: Dict[str, Callable[[int], None]] = {
-        "serial act+get_state": serial,
-        "act+observe (pixels)": pixels,
-        "seed-style EnvList": seed_style,
-    }
-    for t, vec in vec_envs.items():
-        runners[f"ProcgenVecEnv {t} thread(s)"] = vec_runner(vec)
+    runners: Dict[str, Callable[[int], None]] = {"pixels": pixels, "serial": serial}
+    runners.update({name: vec_runner(vec) for name, vec in vecs.items()})
     block = {name: steps for name in runners}
-    block["seed-style EnvList"] = max(5, steps // 8)  # it is slow; keep its blocks short
+    block["headless"] = block["headless 1 thread"] = steps * 4  # fast: longer blocks
+    if seed_style:
+        from entity_gym.env import EnvList
+
+        from procgen_entities.baselines import SeedStyleEnv
+
+        seed_env = EnvList(lambda: SeedStyleEnv(game, 0), n)
+        seed_space = seed_env.obs_space()
+        seed_env.reset(seed_space)
+        closers.append(seed_env)
+
+        def seed_run(k: int) -> None:
+            for i in range(k):
+                seed_env.act(acts[i % 32], seed_space)
+
+        runners["seed-style"] = seed_run
+        block["seed-style"] = max(5, steps // 8)
     try:
         return interleaved_rates(runners, block, n, repeats)
     finally:
-        serial_env.close()
-        pixel_env.close()
-        seed_env.close()
-        for vec in vec_envs.values():
-            vec.close()
+        for env in closers:
+            env.close()
 
 
 def breakdown(game: str, n: int, steps: int) -> Dict[str, float]:
-    """µs per env step in each phase of ProcgenVecEnv.act, phases forced apart (no overlap)."""
-    vec = ProcgenVecEnv(game, n, seed=0)
+    """µs per env step in each phase of a headless ProcgenVecEnv.act."""
+    vec = vec_env(game, n, engine="headless")
     space = vec.obs_space()
-    vec.reset(space)
     acts = action_batches(n)
-    phases = dict.fromkeys(
-        ["act", "waiting for procgen", "get_state+measure", "parse", "VecObs"], 0.0
-    )
+    phases = dict.fromkeys(["step + write states (C)", "observation (C gather + Python)"], 0.0)
     for i in range(steps):
         chosen = acts[i % 32]["move"].as_array().reshape(-1).astype(np.int32)
         t0 = time.perf_counter()
-        for env, start, size in zip(vec._envs, vec._group_starts, vec._group_sizes):
-            env.act(chosen[start : start + size])
+        vec._step(chosen)
         t1 = time.perf_counter()
-        for env in vec._envs:
-            env.observe()  # waits until procgen finished stepping
-        t2 = time.perf_counter()
-        vec._collect()
-        t3 = time.perf_counter()
-        plan = vec._plan_for(space)
-        vec._collector.fill(vec._scalars, vec._trailer)
-        counts = np.empty((len(plan.entity_types), n), dtype=np.int64)
-        vec._collector.count(counts)
-        offsets = np.zeros(len(plan.entity_types) + 1, dtype=np.int64)
-        np.cumsum(counts.sum(axis=1) * plan.widths, out=offsets[1:])
-        vec._collector.gather(counts, offsets, np.empty(offsets[-1], dtype=np.float32))
-        t4 = time.perf_counter()
         vec._observe(space)
-        t5 = time.perf_counter()
-        for key, dt in zip(phases, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, (t5 - t4) - (t4 - t3))):
+        t2 = time.perf_counter()
+        for key, dt in zip(phases, (t1 - t0, t2 - t1)):
             phases[key] += dt
     vec.close()
     return {k: v / steps / n * 1e6 for k, v in phases.items()}
@@ -146,23 +144,26 @@ def breakdown(game: str, n: int, steps: int) -> Dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--games", nargs="+", default=["coinrun", "bigfish", "starpilot"])
-    parser.add_argument("--envs", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=50, help="steps per timed block")
+    parser.add_argument("--games", nargs="+", default=["coinrun", "bigfish"])
+    parser.add_argument("--envs", nargs="+", type=int, default=[64, 256])
+    parser.add_argument("--steps", type=int, default=40, help="steps per timed block")
     parser.add_argument("--repeats", type=int, default=7, help="blocks per runner")
+    parser.add_argument("--seed-style", action="store_true", help="add the slow seed-style env")
     args = parser.parse_args()
-    print(f"{args.envs} envs, {args.steps} steps x {args.repeats} repeats, {os.cpu_count()} cores")
+    print(f"{args.steps} steps x {args.repeats} repeats, {os.cpu_count()} cores")
     for game in args.games:
-        results = bench_game(game, args.envs, args.steps, args.repeats)
-        base = results["serial act+get_state"]
-        seed = results["seed-style EnvList"]
-        print(f"\n{game}")
-        print(f"  {'':32s} {'steps/s':>9s} {'vs serial':>9s} {'vs seed':>9s}")
-        for name, value in results.items():
-            print(f"  {name:32s} {value:9.0f} {value / base:8.2f}x {value / seed:8.2f}x")
-        print("  where a ProcgenVecEnv step goes (µs per env step, phases run apart):")
-        for name, us in breakdown(game, args.envs, 100).items():
-            print(f"    {name:24s} {us:7.2f}")
+        for n in args.envs:
+            results = bench_game(game, n, args.steps, args.repeats, args.seed_style)
+            pixels, get_state = results["pixels"], results["get_state"]
+            print(f"\n{game}, {n} envs")
+            print(f"  {'':20s} {'steps/s':>9s} {'vs pixels':>10s} {'vs get_state':>13s}")
+            for name, value in results.items():
+                print(
+                    f"  {name:20s} {value:9.0f} {value / pixels:9.2f}x {value / get_state:12.2f}x"
+                )
+        print(f"  where a headless step goes ({args.envs[0]} envs, µs per env step):")
+        for name, us in breakdown(game, args.envs[0], 200).items():
+            print(f"    {name:34s} {us:7.2f}")
 
 
 if __name__ == "__main__":

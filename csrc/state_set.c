@@ -128,6 +128,33 @@ void pe_fill_states(pe_pool *pool, const pe_state_set *set, const pe_game_spec *
     pe_pool_run(pool, set->n, fill_one, &job);
 }
 
+typedef struct {
+    const pe_state_set *set;
+    const int32_t *first_row;
+    const int32_t *n_rows;
+    int32_t *grid;
+    int64_t stride;
+} rows_job;
+
+static void fill_rows_one(void *raw, int64_t i) {
+    rows_job *job = (rows_job *)raw;
+    const pe_layout *l = &job->set->layouts[i];
+    int64_t lo = job->first_row[i], hi = lo + (int64_t)job->n_rows[i];
+    if (lo < 0) lo = 0;
+    if (hi > l->height) hi = l->height;
+    if (hi <= lo || (int64_t)l->width * l->height > job->stride) return;
+    memcpy(job->grid + i * job->stride + lo * l->width,
+           job->set->buffers[i] + l->grid_at + 4 * lo * l->width, (size_t)(4 * (hi - lo) * l->width));
+}
+
+void pe_fill_grid_rows(pe_pool *pool, const pe_state_set *set, const int32_t *first_row,
+                       const int32_t *n_rows, int32_t *grid) {
+    if (set->n == 0) return;
+    rows_job job = {set, first_row, n_rows, grid,
+                    (int64_t)set->layouts[0].width * set->layouts[0].height};
+    pe_pool_run(pool, set->n, fill_rows_one, &job);
+}
+
 double pe_trailer_scalar(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *spec,
                          int32_t index) {
     const uint8_t *p = buf + layout->trailer_at;

@@ -48,6 +48,11 @@ pe_status pe_collect(pe_pool *pool, pe_get_state_fn get_state, void *env, int32_
 void pe_fill_states(pe_pool *pool, const pe_state_set *set, const pe_game_spec *spec,
                     double *scalars, double *trailer_scalars, int32_t *grid);
 
+/* Only rows [first_row[i], first_row[i] + n_rows[i]) (clipped to the grid) of each state's grid
+ * into grid (stride width*height): what a camera window reads, at a fraction of a full copy. */
+void pe_fill_grid_rows(pe_pool *pool, const pe_state_set *set, const int32_t *first_row,
+                       const int32_t *n_rows, int32_t *grid);
+
 /* The first max_items items of every trailer vector, zero-padded: heads[(i * V + v) * max_items
  * + k] for state i, vector v; lengths[i * V + v] the vector's full length. For the small
  * fixed vectors that become global features (heist has_keys, plunder target_bools). Entity

@@ -1,7 +1,7 @@
 /* A persistent pool of pthreads that runs one data-parallel job at a time.
  *
- * pe_pool_run(pool, n, fn, ctx) calls fn(ctx, i) for every i in [0, n), split into contiguous
- * blocks over the workers and the calling thread, and returns when all calls have finished.
+ * pe_pool_run(pool, n, fn, ctx) calls fn(ctx, i) for every i in [0, n), in chunks that the
+ * workers and the calling thread claim in turn, and returns when all calls have finished.
  * The caller must not hold locks that fn needs; fn must be thread-safe for different i.
  * A NULL pool runs every call on the calling thread.
  */

@@ -1,8 +1,9 @@
 # cython: language_level=3
-"""Marshalling for csrc/state_set.c: procgen get_state on a thread pool, parsed in place.
+"""Marshalling for csrc/state_set.c and csrc/live_game.c: procgen's states (from its get_state or
+read from its live games, stepped or not) on a thread pool, parsed in place.
 
-Only collect (get_state + validation, ~40-80 µs per env) uses the pool; filling and gathering
-cost a few µs per state and run on the calling thread, where they are cheaper than a wake-up.
+Collecting and stepping use the pool; filling and gathering cost a few µs per state and run on
+the calling thread, where they are cheaper than a hand-off.
 
 The Python side (vec_env.py) decides what to gather; this class holds the C objects, checks
 shapes and releases the GIL around every C call.
@@ -34,18 +35,21 @@ cdef class LiveGames:
     cdef pe_live_spec spec
     cdef object _keep
     cdef void **games
-    cdef pe_live_source *sources
+    cdef pe_live_source *sources  # one per group, then one over all groups
     cdef readonly int num_groups
-    cdef readonly Py_ssize_t max_games
+    cdef readonly Py_ssize_t num_games
+    cdef object _starts, _sizes
 
     def __cinit__(self, const int32_t[::1] program, const int32_t[::1] entity_program,
                   bytes name, dict offsets, int game_step_slot, int observe_slot,
                   uintptr_t reset_address, uintptr_t prepare_address, float render_height,
-                  int num_groups, Py_ssize_t max_games):
+                  list group_sizes):
         if program.shape[0] % 2 or entity_program.shape[0] % 2 or program.shape[0] == 0:
             raise ValueError("programs are (op, arg) pairs")
-        if reset_address == 0 or prepare_address == 0 or num_groups < 1 or max_games < 1:
+        if reset_address == 0 or prepare_address == 0 or not group_sizes:
             raise ValueError("invalid live game spec")
+        if any(size < 1 for size in group_sizes):
+            raise ValueError("every group needs at least one game")
         self._keep = (program, entity_program, name)
         self.spec.program = &program[0]
         self.spec.n_program = <int32_t>(program.shape[0] // 2)
@@ -74,16 +78,20 @@ cdef class LiveGames:
         self.spec.game_reset = <pe_game_fn>reset_address
         self.spec.prepare_for_drawing = <pe_draw_prep_fn>prepare_address
         self.spec.render_height = render_height
-        self.num_groups = num_groups
-        self.max_games = max_games
+        self.num_groups = len(group_sizes)
+        self.num_games = sum(group_sizes)
+        self._sizes = [int(size) for size in group_sizes]
+        self._starts = [sum(self._sizes[:g]) for g in range(self.num_groups)]
         cdef int g
-        self.games = <void **>calloc(num_groups * max_games, sizeof(void *))
-        self.sources = <pe_live_source *>calloc(num_groups, sizeof(pe_live_source))
+        cdef Py_ssize_t start
+        self.games = <void **>calloc(self.num_games, sizeof(void *))
+        self.sources = <pe_live_source *>calloc(self.num_groups + 1, sizeof(pe_live_source))
         if self.games == NULL or self.sources == NULL:
             raise MemoryError()
-        for g in range(num_groups):
+        for g in range(self.num_groups + 1):
             self.sources[g].spec = &self.spec
-            self.sources[g].games = self.games + g * max_games
+            start = self._starts[g] if g < self.num_groups else 0
+            self.sources[g].games = self.games + start
             self.sources[g].n_games = 0
 
     def __dealloc__(self):
@@ -91,42 +99,51 @@ cdef class LiveGames:
         free(self.sources)
 
     cdef int _check_group(self, int group) except -1:
-        if group < 0 or group >= self.num_groups:
+        """Groups 0..num_groups-1, or -1 for all of them at once."""
+        if group < -1 or group >= self.num_groups:
             raise IndexError(group)
         return 0
 
-    def attach(self, int group, uintptr_t vecgame, Py_ssize_t expected):
-        """Read the game objects of a VecGame (again after anything that may reallocate them)."""
-        self._check_group(group)
-        if expected < 1 or expected > self.max_games:
-            raise ValueError("expected game count out of range")
-        cdef int64_t n
+    cdef pe_live_source *_source(self, int group):
+        return &self.sources[self.num_groups if group == -1 else group]
+
+    def attach(self, int group, uintptr_t vecgame):
+        """Read the game objects of a group's VecGame (again after anything that may reallocate
+        them); all groups are steppable together once each is attached."""
+        if group < 0 or group >= self.num_groups:
+            raise IndexError(group)
+        cdef int64_t n, expected = self._sizes[group]
         with nogil:
             n = pe_live_games(&self.spec, <const void *>vecgame,
-                              <void **>self.sources[group].games, self.max_games)
+                              <void **>self.sources[group].games, expected)
         if n != expected:
             self.sources[group].n_games = 0
+            self.sources[self.num_groups].n_games = 0
             raise RuntimeError(f"procgen's vec env holds {n} games, expected {expected}")
         self.sources[group].n_games = n
+        if all(self.sources[g].n_games for g in range(self.num_groups)):
+            self.sources[self.num_groups].n_games = self.num_games
 
     def detach(self):
-        for g in range(self.num_groups):
+        for g in range(self.num_groups + 1):
             self.sources[g].n_games = 0
 
     def game_addresses(self, int group):
         self._check_group(group)
-        return [<uintptr_t>self.sources[group].games[k] for k in range(self.sources[group].n_games)]
+        cdef pe_live_source *source = self._source(group)
+        return [<uintptr_t>source.games[k] for k in range(source.n_games)]
 
     def write_state(self, int group, Py_ssize_t k, Py_ssize_t capacity=DEFAULT_CAPACITY):
         """One game's state as get_state bytes with empty RNG texts."""
         self._check_group(group)
-        if k < 0 or k >= self.sources[group].n_games:
+        cdef pe_live_source *source = self._source(group)
+        if k < 0 or k >= source.n_games:
             raise IndexError(k)
         buf = bytearray(capacity)
         cdef unsigned char[::1] view = buf
         cdef int64_t n
         with nogil:
-            n = pe_live_write(&self.spec, self.sources[group].games[k], &view[0], capacity)
+            n = pe_live_write(&self.spec, source.games[k], &view[0], capacity)
         if n < 0:
             raise RuntimeError("the live game could not be written (buffer or layout)")
         return bytes(buf[:n])
@@ -134,18 +151,20 @@ cdef class LiveGames:
     def observe(self, int group):
         """Each game's own observe() (render into gym3's buffers)."""
         self._check_group(group)
+        cdef pe_live_source *source = self._source(group)
         cdef int64_t k
         with nogil:
-            for k in range(self.sources[group].n_games):
-                pe_live_observe(&self.spec, self.sources[group].games[k])
+            for k in range(source.n_games):
+                pe_live_observe(&self.spec, source.games[k])
 
     def prepare(self, int group):
         """Recompute each game's camera (after procgen reset it without rendering)."""
         self._check_group(group)
+        cdef pe_live_source *source = self._source(group)
         cdef int64_t k
         with nogil:
-            for k in range(self.sources[group].n_games):
-                pe_live_prepare(&self.spec, self.sources[group].games[k])
+            for k in range(source.n_games):
+                pe_live_prepare(&self.spec, source.games[k])
 
 
 cdef class StateCollector:
@@ -245,6 +264,22 @@ cdef class StateCollector:
             pe_fill_states(NULL, self.set, &self.spec.spec, &scalars[0, 0], trailer_ptr,
                            grid_ptr)
 
+    def fill_grid_rows(self, const int32_t[::1] first_row, const int32_t[::1] n_rows,
+                       int32_t[:, :, ::1] grid):
+        """Copy only rows [first_row[i], first_row[i] + n_rows[i]) of each grid (clipped)."""
+        self._check_open()
+        cdef Py_ssize_t n = self.num_states, i
+        if first_row.shape[0] != n or n_rows.shape[0] != n or grid.shape[0] != n:
+            raise ValueError("one row range and one grid per state")
+        for i in range(n):
+            if (self.set.layouts[i].height != grid.shape[1]
+                    or self.set.layouts[i].width != grid.shape[2]):
+                raise ValueError("grid has the wrong shape for the collected states")
+        if grid.shape[1] * grid.shape[2] == 0:
+            return
+        with nogil:
+            pe_fill_grid_rows(NULL, self.set, &first_row[0], &n_rows[0], &grid[0, 0, 0])
+
     def vector_heads(self, double[:, :, ::1] heads, int64_t[:, ::1] lengths):
         """The first heads.shape[2] items of each trailer vector, zero-padded, and the lengths."""
         self._check_open()
@@ -306,7 +341,7 @@ cdef class StateCollector:
         cdef int64_t bad_index = -1
         cdef pe_error err
         cdef pe_status status
-        cdef pe_live_source *source = &live.sources[group]
+        cdef pe_live_source *source = live._source(group)
         with nogil:
             status = pe_collect(self.pool, pe_live_get_state, <void *>source, <int32_t>source.n_games,
                                 first, self.set, &self.spec.spec, &bad_index, &err)
@@ -319,7 +354,7 @@ cdef class StateCollector:
         terminal states of finished episodes into `terminal` (None: not captured)."""
         self._check_open()
         live._check_group(group)
-        cdef pe_live_source *source = &live.sources[group]
+        cdef pe_live_source *source = live._source(group)
         cdef Py_ssize_t n = source.n_games
         if n == 0:
             raise RuntimeError("no live games attached")

@@ -24,6 +24,8 @@ cdef extern from "state_set.h" nogil:
                          int64_t *bad_index, pe_error *err) noexcept
     void pe_fill_states(pe_pool *pool, const pe_state_set *set, const pe_game_spec *spec,
                         double *scalars, double *trailer_scalars, int32_t *grid) noexcept
+    void pe_fill_grid_rows(pe_pool *pool, const pe_state_set *set, const int32_t *first_row,
+                           const int32_t *n_rows, int32_t *grid) noexcept
     void pe_fill_vector_heads(pe_pool *pool, const pe_state_set *set, const pe_game_spec *spec,
                               int32_t max_items, double *heads, int64_t *lengths) noexcept
     double pe_trailer_scalar(const uint8_t *buf, const pe_layout *layout,

@@ -225,6 +225,62 @@ def _as_grids(grids: np.ndarray, ndim: int, what: str) -> np.ndarray:
     return np.ascontiguousarray(grids)
 
 
+def camera_crops(
+    center_x: np.ndarray,
+    center_y: np.ndarray,
+    view_dim: np.ndarray,
+    crops: np.ndarray,
+    refs: np.ndarray,
+) -> None:
+    """The camera squares as crops [n, 4] = (x0, y0, w, h) and reference points [n, 2] (the
+    centres), written into the given arrays: the square of ``round(view_dim)`` cells centred on
+    the camera, as ``Window.from_camera`` places it."""
+    size = np.maximum(1, np.rint(view_dim))
+    crops[:, 0] = np.floor(center_x - size / 2 + 0.5)
+    crops[:, 1] = np.floor(center_y - size / 2 + 0.5)
+    crops[:, 2] = size
+    crops[:, 3] = size
+    refs[:, 0] = center_x
+    refs[:, 1] = center_y
+
+
+class CameraConverter:
+    """``tilemap_to_entities_batch`` with camera windows for a fixed game, mode and batch size,
+    with its checks and buffers done once (the vec env calls it every step)."""
+
+    def __init__(self, game: str, mode: str, n: int, chunk: int = DEFAULT_CHUNK) -> None:
+        tables = _tables(game)
+        _check_mode(tables, mode)
+        self.chunk = _check_chunk(chunk)
+        spec = tables.column_spec if mode == "columns" else tables.spec
+        assert spec is not None  # _check_mode refused columns for games without column terrain
+        self.spec, self.mode = spec, _tilemap.MODES[mode]
+        self.names = [name for name, _ in _features(tables.game.name, mode, True)]
+        self.crops = np.empty((n, 4), dtype=np.int32)
+        self.refs = np.empty((n, 2), dtype=np.float32)
+
+    def set_cameras(
+        self, center_x: np.ndarray, center_y: np.ndarray, view_dim: np.ndarray
+    ) -> npt.NDArray[np.int32]:
+        """Place the windows; returns the crops [n, 4] = (x0, y0, w, h): only rows
+        [y0, y0 + h) of each grid are read by ``convert``."""
+        if not (np.isfinite(view_dim).all() and (view_dim > 0).all()):
+            raise ValueError("windows need finite center_x, center_y and view_dim > 0")
+        if not (np.isfinite(center_x).all() and np.isfinite(center_y).all()):
+            raise ValueError("windows need finite center_x, center_y and view_dim > 0")
+        camera_crops(center_x, center_y, view_dim, self.crops, self.refs)
+        if (self.crops[:, 2] > _tilemap.MAX_CROP).any():
+            raise ValueError(f"window sizes must be in [0, {_tilemap.MAX_CROP}] cells")
+        return self.crops
+
+    def convert(
+        self, grids: np.ndarray
+    ) -> Tuple[List[npt.NDArray[np.float32]], npt.NDArray[np.int64]]:
+        """grids int32 [n, H, W] (C-contiguous) -> (rows per entity type in ``names`` order,
+        int64 [n, T] rows per grid), for the windows of the last ``set_cameras``."""
+        return _tilemap.convert(grids, self.spec, self.mode, self.chunk, self.crops, self.refs)
+
+
 def _crops(
     windows: Optional[Union[np.ndarray, Sequence[WindowLike]]], n: int, height: int, width: int
 ) -> Tuple[np.ndarray, Optional[np.ndarray]]:
@@ -248,13 +304,9 @@ def _crops(
             )
         if not np.isfinite(arr).all() or (arr[:, 2] <= 0).any():
             raise ValueError("windows need finite center_x, center_y and view_dim > 0")
-        size = np.maximum(1, np.rint(arr[:, 2]))
         crops = np.empty((n, 4), dtype=np.int64)
-        crops[:, 0] = np.floor(arr[:, 0] - size / 2 + 0.5)
-        crops[:, 1] = np.floor(arr[:, 1] - size / 2 + 0.5)
-        crops[:, 2] = size
-        crops[:, 3] = size
-        refs = arr[:, :2].astype(np.float32)
+        refs = np.empty((n, 2), dtype=np.float32)
+        camera_crops(arr[:, 0], arr[:, 1], arr[:, 2], crops, refs)
     limit = _tilemap.MAX_CROP
     if n and (
         (crops[:, 2:] < 0).any() or (crops[:, 2:] > limit).any()

@@ -40,7 +40,7 @@ from procgen_entities.engine import ENGINES, bind_engine
 from procgen_entities.games import Game, get_game
 from procgen_entities.parse import SCALAR_NAMES, StateBatch, game_spec, parse_states
 from procgen_entities.procgen_envs import make_procgen_env
-from procgen_entities.tilemap import tilemap_features, tilemap_to_entities_batch
+from procgen_entities.tilemap import CameraConverter, tilemap_features
 
 __all__ = ["ProcgenVecEnv"]
 
@@ -143,6 +143,7 @@ class ProcgenVecEnv(VecEnv):
         self._heads = np.zeros((n, n_vectors, VECTOR_HEAD_ITEMS), dtype=np.float64)
         self._head_lengths = np.zeros((n, n_vectors), dtype=np.int64)
         self._grid: Optional[np.ndarray] = None
+        self._tiles = CameraConverter(self.game.name, tilemap, n) if tilemap else None
         self._reward, self._done, self._level_complete = (
             SCALAR_NAMES.index(name) for name in ("reward", "done", "level_complete")
         )
@@ -150,6 +151,8 @@ class ProcgenVecEnv(VecEnv):
         self._center_x, self._center_y, self._view_dim = (
             SCALAR_NAMES.index(name) for name in ("center_x", "center_y", "view_dim")
         )
+        self._values = self._make_step_values()
+        self._ones = np.ones(n, dtype=np.int64)
         self._plans: Dict[Any, EntityPlan] = {}
         self._plan: Optional[EntityPlan] = None
         self._fresh = True  # every env is at the first state of a level, nothing stepped yet
@@ -195,17 +198,14 @@ class ProcgenVecEnv(VecEnv):
         if self._live is None:
             self._collect()
             return
-        for group, start in enumerate(self._group_starts):
-            self._collector.collect_live(self._live, group, start)
+        self._collector.collect_live(self._live, -1, 0)
 
     def _step(self, chosen: npt.NDArray[np.int32]) -> None:
-        if self.engine == "headless":
-            for group, (start, size) in enumerate(zip(self._group_starts, self._group_sizes)):
-                self._collector.step_live(
-                    self._live, group, chosen[start : start + size], start, self._terminal,
-                    self._step_flags, self._truncated, self._terminal_written,
-                    self._pending_reset,
-                )  # fmt: skip
+        if self.engine == "headless":  # every group in one pool run
+            self._collector.step_live(
+                self._live, -1, chosen, 0, self._terminal, self._step_flags, self._truncated,
+                self._terminal_written, self._pending_reset,
+            )  # fmt: skip
             return
         # procgen steps (and renders) on its own threads: act on every group first.
         before = self._scalars[:, self._cur_time].copy()
@@ -266,8 +266,7 @@ class ProcgenVecEnv(VecEnv):
         """Every env's 64x64 RGB frame (headless: rendered now by the game's own observe())."""
         self._check_open()
         if self.engine == "headless":
-            for group in range(len(self._envs)):
-                self._live.observe(group)
+            self._live.observe(-1)
         frames = [env.observe()[1]["rgb"] for env in self._envs]
         return np.concatenate(frames, axis=0)
 
@@ -330,9 +329,13 @@ class ProcgenVecEnv(VecEnv):
         return self._scalars[:, self._level_complete] != 0
 
     def step_values(self) -> StepValues:
-        """Scalars of the current step (header/base by name, trailer fields by name)."""
+        """Scalars of the current step (header/base by name, trailer fields by name). The arrays
+        are views that the next step overwrites: copy what you keep."""
+        return self._values
+
+    def _make_step_values(self) -> StepValues:
         return StepValues(
-            truncated=self.truncated,
+            truncated=self._truncated.view(np.bool_),
             scalars={name: self._scalars[:, i] for i, name in enumerate(SCALAR_NAMES)},
             extras={name: self._trailer[:, i] for i, name in enumerate(self.game.trailer_scalars)},
             vector_heads={
@@ -343,35 +346,44 @@ class ProcgenVecEnv(VecEnv):
     # ---- building observations ----
 
     def _add_tile_entities(
-        self, features: Dict[str, RaggedBufferF32], obs_filter: ObsSpace, counts: np.ndarray
+        self, features: Dict[str, RaggedBufferF32], obs_filter: ObsSpace, actor: np.ndarray
     ) -> None:
-        if not self.tilemap or self._grid is None:
+        """Add the requested tilemap entity types; their counts are added to ``actor``."""
+        if self._tiles is None or self._grid is None:
             return
         wanted = [
             name for name in obs_filter.entities if name not in self.game.entity_types.values()
         ]
         if not wanted:
             return
-        windows = self._scalars[:, [self._center_x, self._center_y, self._view_dim]]
-        rows, lengths = tilemap_to_entities_batch(
-            self._grid, self.game.name, self.tilemap, windows=windows
+        s = self._scalars
+        crops = self._tiles.set_cameras(
+            s[:, self._center_x], s[:, self._center_y], s[:, self._view_dim]
         )
+        # copy only the rows the windows cover (a 13-row window of coinrun's 64-row grid)
+        self._collector.fill_grid_rows(
+            np.ascontiguousarray(crops[:, 1]), np.ascontiguousarray(crops[:, 3]), self._grid
+        )
+        outs, counts = self._tiles.convert(self._grid)
         for name in wanted:
             full = self._obs_space.entities.get(name)
-            if name not in rows or full is None:
+            if name not in self._tiles.names or full is None:
                 raise ValueError(f"{self.game.name}: no entity type {name!r} in the observation")
+            t = self._tiles.names.index(name)
             requested = obs_filter.entities[name].features
-            missing = [f for f in requested if f not in full.features]
-            if missing:
-                raise ValueError(
-                    f"{self.game.name}: entity type {name!r} has no features {missing}"
-                )
             if list(requested) != list(full.features):
+                missing = [f for f in requested if f not in full.features]
+                if missing:
+                    raise ValueError(
+                        f"{self.game.name}: entity type {name!r} has no features {missing}"
+                    )
                 columns = [full.features.index(f) for f in requested]
-                data = np.ascontiguousarray(rows[name][:, columns])
+                data = np.ascontiguousarray(outs[t][:, columns])
             else:
-                data = rows[name]
-            features[name] = RaggedBufferF32.from_flattened(data, lengths[name])
+                data = outs[t]
+            lengths = np.ascontiguousarray(counts[:, t])
+            features[name] = RaggedBufferF32.from_flattened(data, lengths)
+            actor += lengths
 
     def _check_open(self) -> None:
         if self._closed:
@@ -396,12 +408,9 @@ class ProcgenVecEnv(VecEnv):
     def _observe(self, obs_filter: ObsSpace) -> VecObs:
         plan = self._plan_for(obs_filter)
         collector = self._collector
-        if self.tilemap:
-            if self._grid is None:
-                self._grid = np.empty((self.num_envs, *collector.grid_shape()), dtype=np.int32)
-            collector.fill(self._scalars, self._trailer, self._grid)
-        else:
-            collector.fill(self._scalars, self._trailer)
+        if self.tilemap and self._grid is None:
+            self._grid = np.zeros((self.num_envs, *collector.grid_shape()), dtype=np.int32)
+        collector.fill(self._scalars, self._trailer)  # grid rows: in _add_tile_entities
         if self._heads.shape[1]:
             collector.vector_heads(self._heads, self._head_lengths)
         n_slots = len(plan.entity_types)
@@ -413,26 +422,20 @@ class ProcgenVecEnv(VecEnv):
         flat = np.empty(slot_offsets[-1], dtype=np.float32)
         collector.gather(counts, slot_offsets, flat)
 
-        values = self.step_values()
+        values = self._values
         features: Dict[str, RaggedBufferF32] = {}
         for s, name in enumerate(plan.entity_types):
             rows = flat[slot_offsets[s] : slot_offsets[s + 1]].reshape(-1, int(plan.widths[s]))
             apply_derived_features(rows, plan.derived[s], counts[s], values)
             features[name] = RaggedBufferF32.from_flattened(rows, counts[s])
-        self._add_tile_entities(features, obs_filter, counts)
-        globals_ = global_features(self.game, plan.global_features, values)
-        features[GLOBAL_ENTITY] = RaggedBufferF32.from_flattened(
-            globals_, np.ones(self.num_envs, dtype=np.int64)
-        )
         # The global action is taken by the global entity, which comes after all others.
-        actor = sum(
-            (features[name].size1() for name in obs_filter.entities if name in features),
-            np.zeros(self.num_envs, dtype=np.int64),
-        ).reshape(-1, 1)
+        actor = counts.sum(axis=0)
+        self._add_tile_entities(features, obs_filter, actor)
+        globals_ = global_features(self.game, plan.global_features, values)
+        features[GLOBAL_ENTITY] = RaggedBufferF32.from_flattened(globals_, self._ones)
         action_masks: Dict[str, VecActionMask] = {
             ACTION_NAME: VecCategoricalActionMask(
-                RaggedBufferI64.from_flattened(actor, np.ones(self.num_envs, dtype=np.int64)),
-                None,
+                RaggedBufferI64.from_flattened(actor.reshape(-1, 1), self._ones), None
             )
         }
         done = self._scalars[:, self._done] != 0

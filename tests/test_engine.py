@@ -259,11 +259,11 @@ def test_altered_layout_table_is_refused() -> None:
 
 
 def test_wrong_offsets_fail_the_read_check_and_fall_back() -> None:
-    """A layout that passes every structural check but misplaces a field (here the step
-    counter) is caught by comparing the direct read with procgen's get_state."""
+    """A layout that passes every structural check but misplaces a field (here the time
+    limit) is caught by comparing the direct read with procgen's get_state."""
     known = load_known_layout()
     classes = json.loads(json.dumps(known.classes))
-    classes["Game"]["members"]["cur_time"][0] += 4
+    classes["Game"]["members"]["timeout"][0] += 4
     wrong = Layout(known.build_ids, classes, known.games)
     env = make_procgen_env("coinrun", 2, rand_seed=0)
     try:

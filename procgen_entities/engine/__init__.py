@@ -176,7 +176,7 @@ class EngineBinding:
     reason: str = ""
 
 
-def _make_live(game: Game, lib: LibraryInfo, layout: Layout, groups: int, max_games: int) -> Any:
+def _make_live(game: Game, lib: LibraryInfo, layout: Layout, sizes: Sequence[int]) -> Any:
     from procgen_entities._collector import LiveGames
 
     try:
@@ -188,7 +188,7 @@ def _make_live(game: Game, lib: LibraryInfo, layout: Layout, groups: int, max_ga
     return LiveGames(
         program, entities, game.name.encode(), offsets, VTABLE_SLOTS["game_step"],
         VTABLE_SLOTS["observe"], _function_address(lib, "reset"),
-        _function_address(lib, "prepare_for_drawing"), RENDER_HEIGHT, groups, max_games,
+        _function_address(lib, "prepare_for_drawing"), RENDER_HEIGHT, [int(s) for s in sizes],
     )  # fmt: skip
 
 
@@ -198,9 +198,11 @@ def attach_and_verify(
     """Point ``live`` at the game objects of each env and check one direct read per game against
     procgen's own get_state (byte for byte, RNG texts aside). procgen's threads must be idle:
     get_state waits for them, so it is called first."""
-    for group, (env, size) in enumerate(zip(envs, sizes)):
+    for group, env in enumerate(envs):
         states: List[bytes] = env.callmethod("get_state")
-        live.attach(group, int(env._ffi.cast("uintptr_t", env._c_env)), size)
+        if len(states) != sizes[group]:
+            raise EngineUnavailable(f"group {group} has {len(states)} envs, not {sizes[group]}")
+        live.attach(group, int(env._ffi.cast("uintptr_t", env._c_env)))
         addresses = live.game_addresses(group)
         _check_vtable(lib, addresses[0])
         for k, state in enumerate(states):
@@ -234,7 +236,7 @@ def bind_engine(
             raise EngineUnavailable(
                 "headless stepping needs a procgen build known by its build id and no render_mode"
             )
-        live = _make_live(game, lib, chosen_layout, len(envs), max(sizes))
+        live = _make_live(game, lib, chosen_layout, sizes)
         attach_and_verify(live, envs, sizes, lib)
     except (EngineUnavailable, ElfError, OSError) as exc:
         if requested != "auto":
