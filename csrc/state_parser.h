@@ -4,7 +4,7 @@
  * (pe_measure); the caller sizes its arrays from that, then pe_fill copies what it asks for.
  * Every read is checked against the end of the buffer and done with memcpy (no field after the
  * game name is aligned). Errors carry a status, the byte offset and the field's name.
- * Format: ../shared/procgen-state-format.md.
+ * Format: docs/state-format.md.
  */
 #ifndef PE_STATE_PARSER_H
 #define PE_STATE_PARSER_H

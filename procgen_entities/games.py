@@ -4,7 +4,7 @@ One ``Game`` per game: the trailer layout of its ``get_state`` bytes, its entity
 classes and the features the entity-gym adapters expose. Everything game-specific in the package is
 read from here; the C parser and the adapters are generic.
 
-Layouts follow ../shared/procgen-state-format.md (procgen 0.10.7).
+Layouts follow docs/state-format.md (procgen 0.10.7).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A readable pure-Python reference parser of procgen 0.10.7 ``get_state`` bytes.
 
-Written from ../shared/procgen-state-format.md, independently of the C parser
+Written from docs/state-format.md, independently of the C parser
 (csrc/state_parser.c), so that tests can demand that both give identical results. It walks each
 state with ``struct.unpack_from`` and reads the 124-byte entity record with a numpy structured
 dtype. It is meant to be easy to check against the format reference, not to be fast.

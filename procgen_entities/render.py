@@ -1,7 +1,7 @@
 """Text rendering of one parsed procgen state: tilemap + entities as characters, a legend, an
 entity table. Used by ``python -m procgen_entities.dump``.
 
-Conventions (see ../shared/procgen-state-format.md §2): y grows upward, grid index = y*W + x, so
+Conventions (see docs/state-format.md §2): y grows upward, grid index = y*W + x, so
 the highest row is printed first. An entity is drawn in tile (floor(x), floor(y)); wall-like
 entities (dodgeball walls, fruitbot barriers, leaper logs, ...) are drawn over every tile whose
 centre lies inside their extent ``[x-rx, x+rx] x [y-ry, y+ry]``.

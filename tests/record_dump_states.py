@@ -19,7 +19,7 @@ from procgen_entities.games import GAME_NAMES
 OUT = pathlib.Path(__file__).resolve().parent / "data" / "dump"
 
 #: name -> (game, distribution mode, level seed, random steps). The three step-0 states are the
-#: examples drawn in ../shared/procgen-state-format.md §5.3.
+#: examples drawn in docs/state-format.md §5.3.
 RECIPES = {name: (name, "hard", 1, 30) for name in GAME_NAMES}
 RECIPES.update(
     coinrun=("coinrun", "hard", 21, 0),

@@ -96,7 +96,7 @@ def test_snapshot_full_view_of_windowed_games(name: str) -> None:
     check_snapshot(f"{name}-full", render_text(batch, view_mode="full"))
 
 
-# The renderings in ../shared/procgen-state-format.md §5.3 (same levels, step 0).
+# The renderings in docs/state-format.md §5.3 (same levels, step 0).
 DOC_RENDERINGS = {
     "coinrun": (
         range(0, 32),

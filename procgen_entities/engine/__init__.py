@@ -24,6 +24,7 @@ import ctypes
 import functools
 import shutil
 import struct
+import subprocess
 import warnings
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple
@@ -106,7 +107,7 @@ def _dwarf_layout_matches(path: str) -> bool:
     known = load_known_layout()
     try:
         found = extract_layout(path)
-    except (RuntimeError, OSError, ValueError):
+    except (RuntimeError, OSError, ValueError, subprocess.SubprocessError):
         return False
     return found["classes"] == known.classes and found["games"] == known.games
 

@@ -13,6 +13,7 @@ The classes are procgen's (MIT, Copyright (c) 2019 OpenAI): VecGame (src/vecgame
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -84,7 +85,11 @@ def _ptype(libenv: str, names: List[str]) -> List[str]:
     args = [gdb, "-batch", "-nx"]
     for name in names:
         args += ["-ex", f"echo {marker}\\n", "-ex", f"ptype /o {name}"]
-    out = subprocess.run(args + [libenv], capture_output=True, text=True, timeout=120).stdout
+    # gdb must not inherit a preloaded sanitizer runtime (the ASan test run sets LD_PRELOAD).
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    out = subprocess.run(
+        args + [libenv], capture_output=True, text=True, timeout=120, env=env
+    ).stdout
     parts = out.split(marker + "\n")[1:]
     if len(parts) != len(names):
         raise RuntimeError("gdb did not print every class")
