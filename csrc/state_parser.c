@@ -125,6 +125,7 @@ const char *pe_status_text(pe_status status) {
     case PE_ERR_TRAILING: return "bytes after the terminator";
     case PE_ERR_SHAPE: return "grid size differs from the first state of the batch";
     case PE_ERR_SPEC: return "invalid game spec";
+    case PE_ERR_INVARIANT: return "a game invariant does not hold";
     }
     return "unknown status";
 }
@@ -143,6 +144,21 @@ pe_status pe_check_spec(const pe_game_spec *spec) {
     for (int i = 0; i < spec->n_trailer; i++) {
         if (spec->trailer_kinds[i] > PE_T_VEC_ENTITY) return PE_ERR_SPEC;
         if (spec->trailer_kinds[i] >= PE_T_VEC_I32) vectors++;
+    }
+    if (spec->n_invariants < 0 || spec->n_invariants > PE_MAX_INVARIANTS ||
+        (spec->n_invariants > 0 && spec->invariants == NULL))
+        return PE_ERR_SPEC;
+    for (int i = 0; i < spec->n_invariants; i++) {
+        const pe_value *sides[2] = {&spec->invariants[i].lhs, &spec->invariants[i].rhs};
+        for (int k = 0; k < 2; k++) {
+            const pe_value *v = sides[k];
+            if (v->kind < PE_V_CONST || v->kind > PE_V_GRID_CELLS) return PE_ERR_SPEC;
+            if (v->kind == PE_V_SCALAR || v->kind == PE_V_LENGTH) {
+                if (v->index < 0 || v->index >= spec->n_trailer) return PE_ERR_SPEC;
+                int is_vector = spec->trailer_kinds[v->index] >= PE_T_VEC_I32;
+                if (is_vector != (v->kind == PE_V_LENGTH)) return PE_ERR_SPEC;
+            }
+        }
     }
     return vectors <= PE_MAX_TRAILER_VECTORS ? PE_OK : PE_ERR_SPEC;
 }
@@ -242,6 +258,7 @@ static pe_status walk_trailer(cursor *c, const pe_game_spec *spec, pe_layout *la
         const char *field = spec->trailer_names[i];
         uint8_t kind = spec->trailer_kinds[i];
         pe_status s;
+        layout->trailer_item_at[i] = (int32_t)c->at;
         if (kind < PE_T_VEC_I32) {
             int32_t ignored;
             s = kind == PE_T_BOOL ? take_bool(c, field) : take_i32(c, field, &ignored);
@@ -264,8 +281,53 @@ static pe_status walk_trailer(cursor *c, const pe_game_spec *spec, pe_layout *la
     return PE_OK;
 }
 
+double pe_trailer_item_value(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *spec,
+                             int32_t item) {
+    if (item < 0 || item >= spec->n_trailer) return 0.0;
+    const uint8_t *p = buf + layout->trailer_item_at[item];
+    return spec->trailer_kinds[item] == PE_T_F32 ? (double)pe_load_f32(p) : (double)pe_load_i32(p);
+}
+
+static int64_t invariant_value(const uint8_t *buf, const pe_layout *layout,
+                               const pe_game_spec *spec, const pe_value *v) {
+    switch (v->kind) {
+    case PE_V_CONST: return v->index;
+    case PE_V_SCALAR:
+    case PE_V_LENGTH: return (int64_t)pe_trailer_item_value(buf, layout, spec, v->index);
+    case PE_V_GRID_W: return layout->width;
+    case PE_V_GRID_H: return layout->height;
+    case PE_V_GRID_CELLS: return (int64_t)layout->width * layout->height;
+    }
+    return 0;
+}
+
+static pe_status check_invariants(const uint8_t *buf, const pe_game_spec *spec,
+                                  const pe_layout *layout, pe_error *err) {
+    for (int i = 0; i < spec->n_invariants; i++) {
+        const pe_invariant *inv = &spec->invariants[i];
+        if (invariant_value(buf, layout, spec, &inv->lhs) !=
+            invariant_value(buf, layout, spec, &inv->rhs)) {
+            const pe_value *at = inv->lhs.kind == PE_V_SCALAR || inv->lhs.kind == PE_V_LENGTH
+                                     ? &inv->lhs : &inv->rhs;
+            err->status = PE_ERR_INVARIANT;
+            err->offset = (at->kind == PE_V_SCALAR || at->kind == PE_V_LENGTH)
+                              ? layout->trailer_item_at[at->index] : layout->trailer_at;
+            err->field = inv->name;
+            return PE_ERR_INVARIANT;
+        }
+    }
+    return PE_OK;
+}
+
 pe_status pe_measure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
                      pe_layout *layout, pe_error *err) {
+    pe_status s = pe_measure_structure(buf, len, spec, layout, err);
+    if (s != PE_OK) return s;
+    return check_invariants(buf, spec, layout, err);
+}
+
+pe_status pe_measure_structure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
+                               pe_layout *layout, pe_error *err) {
     cursor c = {buf, len, 0, err};
     const uint8_t *name;
     int32_t name_len, grid_size, n_entities, w, h, count = 0;
@@ -371,23 +433,23 @@ int64_t pe_vector_value_count(const pe_layout *layout, const pe_game_spec *spec)
 
 static void fill_trailer(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *spec,
                          double *scalars, double *values) {
-    const uint8_t *p = buf + layout->trailer_at;
     for (int i = 0; i < spec->n_trailer; i++) {
         uint8_t kind = spec->trailer_kinds[i];
+        const uint8_t *p = buf + layout->trailer_item_at[i];
         if (kind < PE_T_VEC_I32) {
             if (scalars) *scalars++ = read_value(p, kind == PE_T_F32);
-            p += 4;
             continue;
         }
+        if (values == NULL) continue;
         int32_t count = pe_load_i32(p);
         p += 4;
         if (kind == PE_T_VEC_ENTITY) {
             for (int32_t k = 0; k < count; k++, p += PE_ENTITY_BYTES)
-                for (int32_t f = 0; f < PE_ENTITY_FIELDS && values; f++)
+                for (int32_t f = 0; f < PE_ENTITY_FIELDS; f++)
                     *values++ = (double)read_entity_field(p, f);
         } else {
             for (int32_t k = 0; k < count; k++, p += 4)
-                if (values) *values++ = read_value(p, kind == PE_T_VEC_F32);
+                *values++ = read_value(p, kind == PE_T_VEC_F32);
         }
     }
 }

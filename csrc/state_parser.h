@@ -34,7 +34,8 @@ typedef enum {
     PE_ERR_TERMINATOR = 8,     /* 0xCAFECAFE missing where the state should end */
     PE_ERR_TRAILING = 9,       /* bytes after the terminator */
     PE_ERR_SHAPE = 10,         /* grid size differs from the batch's first state */
-    PE_ERR_SPEC = 11           /* the game spec itself is invalid (caller bug) */
+    PE_ERR_SPEC = 11,          /* the game spec itself is invalid (caller bug) */
+    PE_ERR_INVARIANT = 12      /* a game invariant does not hold (procgen's set_state would crash) */
 } pe_status;
 
 typedef struct {
@@ -54,13 +55,41 @@ typedef enum {
     PE_T_VEC_ENTITY = 6
 } pe_trailer_kind;
 
-/* What distinguishes one game's states: its name and its trailer layout. Owned by the caller. */
+/* A value an invariant compares: a constant, a trailer scalar's value or a trailer vector's
+ * length (index = trailer item), or a grid dimension. */
+typedef enum {
+    PE_V_CONST = 0,
+    PE_V_SCALAR = 1,
+    PE_V_LENGTH = 2,
+    PE_V_GRID_W = 3,
+    PE_V_GRID_H = 4,
+    PE_V_GRID_CELLS = 5
+} pe_value_kind;
+
+typedef struct {
+    int32_t kind;     /* pe_value_kind */
+    int32_t index;    /* the constant, or the trailer item */
+} pe_value;
+
+/* lhs == rhs in every real state of the game (e.g. bossfight len(attack_modes) == num_rounds). */
+typedef struct {
+    pe_value lhs;
+    pe_value rhs;
+    const char *name;   /* e.g. "len(attack_modes) == num_rounds", for the error */
+} pe_invariant;
+
+#define PE_MAX_INVARIANTS 16
+
+/* What distinguishes one game's states: its name, its trailer layout and its invariants. Owned
+ * by the caller. */
 typedef struct {
     const char *name;
     int32_t name_len;
     int32_t n_trailer;
     const uint8_t *trailer_kinds;        /* n_trailer pe_trailer_kind values */
     const char *const *trailer_names;    /* n_trailer names, for error messages */
+    int32_t n_invariants;                /* 0 .. PE_MAX_INVARIANTS; checked unless skipped */
+    const pe_invariant *invariants;
 } pe_game_spec;
 
 /* Where the parts of one validated state are. Filled by pe_measure. */
@@ -79,6 +108,9 @@ typedef struct {
     int32_t n_vectors;
     int32_t vector_counts[PE_MAX_TRAILER_VECTORS];
     int32_t n_trailer_scalars;
+    /* Where each trailer item starts (a vector: its count), recorded once by pe_measure: every
+     * reader of trailer items indexes this. */
+    int32_t trailer_item_at[PE_MAX_TRAILER_ITEMS];
 } pe_layout;
 
 /* Header and base scalars, in the column order pe_fill writes them. */
@@ -113,9 +145,18 @@ pe_status pe_check_spec(const pe_game_spec *spec);
 pe_status pe_read_game_name(const uint8_t *buf, int64_t len, const uint8_t **name,
                             int32_t *name_len, pe_error *err);
 
-/* Walk and validate one state of game `spec`; record its layout. */
+/* Walk and validate one state of game `spec` (its invariants included); record its layout. */
 pe_status pe_measure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
                      pe_layout *layout, pe_error *err);
+
+/* The same, without the invariants (for reading states as they are, e.g. to report them). */
+pe_status pe_measure_structure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
+                               pe_layout *layout, pe_error *err);
+
+/* Value of trailer item `item` of a measured state: a scalar's value (f32 converted), or a
+ * vector's length. */
+double pe_trailer_item_value(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *spec,
+                             int32_t item);
 
 /* Copy from one measured state into caller-owned outputs. Any output may be NULL to skip it.
  *   scalars:          pe_scalar_count() doubles

@@ -23,6 +23,9 @@ pe_state_set *pe_state_set_create(int64_t n, int64_t capacity) {
         return NULL;
     }
     for (int64_t i = 0; i < n; i++) {
+        set->status[i] = PE_ERR_TRUNCATED;  /* nothing collected yet */
+        set->errors[i].status = PE_ERR_TRUNCATED;
+        set->errors[i].field = "not collected";
         set->buffers[i] = (uint8_t *)malloc((size_t)capacity);
         if (set->buffers[i] == NULL) {
             pe_state_set_destroy(set);
@@ -111,20 +114,31 @@ typedef struct {
     double *trailer_scalars;
     int32_t *grid;
     int64_t n_scalars;
+    int32_t n_trailer_scalars;
 } fill_job;
 
 static void fill_one(void *raw, int64_t i) {
     fill_job *job = (fill_job *)raw;
     const pe_layout *l = &job->set->layouts[i];
     int64_t cells = (int64_t)l->width * l->height;
+    if (job->set->status[i] != PE_OK) {  /* never follow the layout of a failed collect */
+        if (job->scalars)
+            for (int64_t k = 0; k < job->n_scalars; k++) job->scalars[i * job->n_scalars + k] = 0.0;
+        if (job->trailer_scalars)
+            for (int32_t k = 0; k < job->n_trailer_scalars; k++)
+                job->trailer_scalars[i * job->n_trailer_scalars + k] = 0.0;
+        return;
+    }
     pe_fill(job->set->buffers[i], l, job->spec, job->scalars ? job->scalars + i * job->n_scalars : NULL,
             NULL, 0, NULL, job->grid ? job->grid + i * cells : NULL,
-            job->trailer_scalars ? job->trailer_scalars + i * l->n_trailer_scalars : NULL, NULL);
+            job->trailer_scalars ? job->trailer_scalars + i * job->n_trailer_scalars : NULL, NULL);
 }
 
 void pe_fill_states(pe_pool *pool, const pe_state_set *set, const pe_game_spec *spec,
                     double *scalars, double *trailer_scalars, int32_t *grid) {
-    fill_job job = {set, spec, scalars, trailer_scalars, grid, pe_scalar_count()};
+    int32_t n_trailer_scalars = 0;
+    for (int t = 0; t < spec->n_trailer; t++) n_trailer_scalars += spec->trailer_kinds[t] < PE_T_VEC_I32;
+    fill_job job = {set, spec, scalars, trailer_scalars, grid, pe_scalar_count(), n_trailer_scalars};
     pe_pool_run(pool, set->n, fill_one, &job);
 }
 
@@ -142,6 +156,7 @@ static void fill_rows_one(void *raw, int64_t i) {
     int64_t lo = job->first_row[i], hi = lo + (int64_t)job->n_rows[i];
     if (lo < 0) lo = 0;
     if (hi > l->height) hi = l->height;
+    if (job->set->status[i] != PE_OK) return;
     if (hi <= lo || (int64_t)l->width * l->height > job->stride) return;
     memcpy(job->grid + i * job->stride + lo * l->width,
            job->set->buffers[i] + l->grid_at + 4 * lo * l->width, (size_t)(4 * (hi - lo) * l->width));
@@ -155,20 +170,19 @@ void pe_fill_grid_rows(pe_pool *pool, const pe_state_set *set, const int32_t *fi
     pe_pool_run(pool, set->n, fill_rows_one, &job);
 }
 
+/* The trailer item of the index-th scalar (or vector) of a spec, -1 if there is none. */
+static int32_t trailer_item(const pe_game_spec *spec, int32_t index, int vectors) {
+    for (int32_t i = 0, seen = 0; i < spec->n_trailer; i++) {
+        if ((spec->trailer_kinds[i] >= PE_T_VEC_I32) != vectors) continue;
+        if (seen++ == index) return i;
+    }
+    return -1;
+}
+
 double pe_trailer_scalar(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *spec,
                          int32_t index) {
-    const uint8_t *p = buf + layout->trailer_at;
-    int32_t scalar = 0;
-    for (int i = 0; i < spec->n_trailer; i++) {
-        uint8_t kind = spec->trailer_kinds[i];
-        if (kind >= PE_T_VEC_I32) {
-            p += 4 + (int64_t)pe_load_i32(p) * pe_trailer_item_bytes(kind);
-            continue;
-        }
-        if (scalar++ == index) return kind == PE_T_F32 ? (double)pe_load_f32(p) : (double)pe_load_i32(p);
-        p += 4;
-    }
-    return 0.0;
+    int32_t item = trailer_item(spec, index, 0);
+    return item < 0 ? 0.0 : pe_trailer_item_value(buf, layout, spec, item);
 }
 
 typedef struct {
@@ -183,26 +197,21 @@ typedef struct {
 static void heads_one(void *raw, int64_t i) {
     heads_job *job = (heads_job *)raw;
     const pe_layout *l = &job->set->layouts[i];
-    const uint8_t *p = job->set->buffers[i] + l->trailer_at;
-    int32_t v = 0;
-    for (int t = 0; t < job->spec->n_trailer; t++) {
-        uint8_t kind = job->spec->trailer_kinds[t];
-        if (kind < PE_T_VEC_I32) {
-            p += 4;
-            continue;
-        }
-        int32_t count = pe_load_i32(p);
+    int failed = job->set->status[i] != PE_OK;
+    for (int32_t v = 0; v < job->n_vectors; v++) {
+        int32_t item = trailer_item(job->spec, v, 1);
+        uint8_t kind = job->spec->trailer_kinds[item];
+        const uint8_t *p = job->set->buffers[i] + l->trailer_item_at[item];
+        int32_t count = failed ? 0 : pe_load_i32(p);
         double *head = job->heads + (i * job->n_vectors + v) * job->max_items;
         job->lengths[i * job->n_vectors + v] = count;
         for (int32_t k = 0; k < job->max_items; k++) {
-            const uint8_t *item = p + 4 + k * pe_trailer_item_bytes(kind);
+            const uint8_t *at = p + 4 + k * pe_trailer_item_bytes(kind);
             if (k >= count) head[k] = 0.0;
-            else if (kind == PE_T_VEC_F32) head[k] = (double)pe_load_f32(item);
-            else if (kind == PE_T_VEC_ENTITY) head[k] = (double)pe_load_i32(item + 24);
-            else head[k] = (double)pe_load_i32(item);
+            else if (kind == PE_T_VEC_F32) head[k] = (double)pe_load_f32(at);
+            else if (kind == PE_T_VEC_ENTITY) head[k] = (double)pe_load_i32(at + 24);
+            else head[k] = (double)pe_load_i32(at);
         }
-        p += 4 + (int64_t)count * pe_trailer_item_bytes(kind);
-        v++;
     }
 }
 
@@ -264,8 +273,9 @@ static void count_one(void *raw, int64_t i) {
     const uint8_t *buf = job->set->buffers[i];
     int64_t n = job->set->n;
     uint8_t enabled[PE_MAX_SLOTS];
-    enabled_slots(plan, buf, l, job->spec, enabled);
     for (int32_t s = 0; s < plan->n_slots; s++) job->counts[s * n + i] = 0;
+    if (job->set->status[i] != PE_OK) return;  /* a failed collect has no entities */
+    enabled_slots(plan, buf, l, job->spec, enabled);
     const uint8_t *record = buf + l->entities_at;
     for (int32_t e = 0; e < l->n_entities; e++, record += PE_ENTITY_BYTES) {
         int32_t s = slot_of(plan, record);
@@ -294,6 +304,7 @@ static void fill_entities_one(void *raw, int64_t i) {
     int64_t n = job->set->n;
     int64_t next_row[PE_MAX_SLOTS];
     uint8_t enabled[PE_MAX_SLOTS];
+    if (job->set->status[i] != PE_OK) return;
     enabled_slots(plan, buf, l, job->spec, enabled);
     for (int32_t s = 0; s < plan->n_slots; s++) next_row[s] = job->row_starts[s * n + i];
     const uint8_t *player = buf + l->entities_at;

@@ -1,14 +1,32 @@
 """Entity observations for OpenAI procgen.
 
-A C parser of get_state, entity-gym adapters, a fast vec env, tilemaps as entities.
+The core (parser, games, tilemaps, engine) needs only numpy; the entity-gym adapters
+(``ProcgenVecEnv``, ``ProcgenEnv``) are imported on first use.
 """
 
-from procgen_entities.env import ProcgenEnv
+from typing import TYPE_CHECKING, Any
+
 from procgen_entities.errors import MixedBatchError, ProcgenEntitiesError, StateDecodeError
 from procgen_entities.games import ENTITY_FIELDS, GAME_NAMES, GAMES, Game, get_game
 from procgen_entities.parse import StateBatch, parse_state, parse_states
 from procgen_entities.tilemap import entities_to_tilemap, tilemap_features, tilemap_to_entities
-from procgen_entities.vec_env import ProcgenVecEnv
+
+if TYPE_CHECKING:
+    from procgen_entities.env import ProcgenEnv
+    from procgen_entities.vec_env import ProcgenVecEnv
+
+#: Names served lazily (they import entity-gym and ragged-buffer).
+_ADAPTERS = {"ProcgenEnv": "procgen_entities.env", "ProcgenVecEnv": "procgen_entities.vec_env"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _ADAPTERS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'procgen_entities' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "ENTITY_FIELDS",

@@ -1,4 +1,4 @@
-from procgen_entities.state_parser cimport pe_error, pe_game_spec, pe_status
+from procgen_entities.state_parser cimport pe_error, pe_game_spec, pe_invariant, pe_status
 
 
 cdef class GameSpec:
@@ -7,6 +7,8 @@ cdef class GameSpec:
     cdef bytes _kinds
     cdef list _names
     cdef const char **_name_ptrs
+    cdef pe_invariant *_invariants
+    cdef list _invariant_names
     cdef readonly str game
     cdef readonly int n_trailer_scalars
     cdef readonly int n_trailer_vectors

@@ -6,13 +6,20 @@ TRAILER_KIND_CODES: Dict[str, int]
 SCALAR_NAMES: Tuple[str, ...]
 SCALAR_KINDS: Tuple[str, ...]
 SCALAR_POSITIONS: Tuple[Tuple[int, int], ...]
+VALUE_KINDS: Dict[str, int]
 ENTITY_FIELD_IS_INT: Tuple[bool, ...]
 
 class GameSpec:
     game: str
     n_trailer_scalars: int
     n_trailer_vectors: int
-    def __init__(self, game: str, trailer: Tuple[Tuple[str, str], ...]) -> None: ...
+    def __init__(
+        self,
+        game: str,
+        trailer: Tuple[Tuple[str, str], ...],
+        invariants: Tuple[Tuple[str, Tuple[str, int], Tuple[str, int]], ...] = ...,
+        check_invariants: bool = ...,
+    ) -> None: ...
 
 def read_game_name(state: Any) -> str: ...
 def parse_batch(

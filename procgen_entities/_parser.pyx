@@ -26,6 +26,9 @@ def _scalar_position(int i):
     return (section, at)
 
 
+#: csrc/state_parser.h pe_value_kind, by the names games.Game.invariant_terms uses.
+VALUE_KINDS = {"const": 0, "scalar": 1, "length": 2, "grid_w": 3, "grid_h": 4, "grid_cells": 5}
+
 #: Per scalar: (section, byte offset in it); sections in byte order: options, step, base, camera.
 SCALAR_POSITIONS = tuple(_scalar_position(i) for i in range(pe_scalar_count()))
 ENTITY_FIELD_IS_INT = tuple(bool(pe_entity_field_is_int(i)) for i in range(PE_ENTITY_FIELDS))
@@ -41,7 +44,8 @@ cdef int raise_status(pe_status status, const pe_error *err, Py_ssize_t index) e
 cdef class GameSpec:
     """A game's name and trailer layout in the form the C parser reads."""
 
-    def __cinit__(self, str game, tuple trailer):
+    def __cinit__(self, str game, tuple trailer, tuple invariants=(), bint check_invariants=True):
+        """invariants: (text, (kind, index), (kind, index)) as Game.invariant_terms() gives."""
         cdef Py_ssize_t i
         self.game = game
         self._name = game.encode("ascii")
@@ -57,6 +61,20 @@ cdef class GameSpec:
         self.spec.n_trailer = len(trailer)
         self.spec.trailer_kinds = <const uint8_t *><const char *>self._kinds
         self.spec.trailer_names = self._name_ptrs
+        if len(invariants) > PE_MAX_INVARIANTS:
+            raise ValueError(f"{game}: more than {PE_MAX_INVARIANTS} invariants")
+        self._invariant_names = [text.encode("ascii") for text, _, _ in invariants]
+        self._invariants = <pe_invariant *>calloc(max(1, len(invariants)), sizeof(pe_invariant))
+        if self._invariants == NULL:
+            raise MemoryError()
+        for i, (_, lhs, rhs) in enumerate(invariants):
+            self._invariants[i].lhs.kind = VALUE_KINDS[lhs[0]]
+            self._invariants[i].lhs.index = lhs[1]
+            self._invariants[i].rhs.kind = VALUE_KINDS[rhs[0]]
+            self._invariants[i].rhs.index = rhs[1]
+            self._invariants[i].name = <bytes>self._invariant_names[i]
+        self.spec.n_invariants = len(invariants) if check_invariants else 0
+        self.spec.invariants = self._invariants
         self.n_trailer_vectors = sum(1 for _, kind in trailer if kind.startswith("v"))
         self.n_trailer_scalars = len(trailer) - self.n_trailer_vectors
         if pe_check_spec(&self.spec) != PE_OK:
@@ -64,6 +82,7 @@ cdef class GameSpec:
 
     def __dealloc__(self):
         free(self._name_ptrs)
+        free(self._invariants)
 
 
 cdef class _Buffers:

@@ -72,6 +72,10 @@ class Game:
     out_of_bounds_tile: int = -1
     global_features: tuple[str, ...] = ()
     platformer: bool = False
+    #: Equalities every real state satisfies; a state breaking one would crash procgen's
+    #: set_state or later steps. Terms: a trailer scalar, len(trailer vector), grid.w, grid.h,
+    #: grid.cells or an integer. Checked by the C parser (StateDecodeError naming it).
+    invariants: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name, kind in self.trailer:
@@ -83,6 +87,38 @@ class Game:
         for etype in list(self.type_features) + list(self.hidden_unless):
             if etype not in self.entity_types.values():
                 raise ValueError(f"{self.name}: unknown entity type {etype!r}")
+        self.invariant_terms()  # refuse a malformed invariant at import
+
+    def invariant_terms(self) -> tuple[tuple[str, tuple[str, int], tuple[str, int]], ...]:
+        """Each invariant as pairs of terms: (text, (kind, index), (kind, index)) with kind in
+        const, scalar, length, grid_w, grid_h, grid_cells and index the trailer item or constant."""
+        items = [name for name, _ in self.trailer]
+        vectors = set(self.trailer_vectors)
+
+        def term(text: str) -> tuple[str, int]:
+            text = text.strip()
+            grid = {"grid.w": "grid_w", "grid.h": "grid_h", "grid.cells": "grid_cells"}
+            if text in grid:
+                return grid[text], 0
+            if text.lstrip("-").isdigit():
+                return "const", int(text)
+            if text.startswith("len(") and text.endswith(")") and text[4:-1] in vectors:
+                return "length", items.index(text[4:-1])
+            if text in items and text not in vectors:
+                return "scalar", items.index(text)
+            raise ValueError(
+                f"{self.name}: invariant term {text!r} is not a trailer scalar, "
+                "len(trailer vector), grid.w/h/cells or an integer"
+            )
+
+        out = []
+        for text in self.invariants:
+            terms = [term(t) for t in text.split("==")]
+            if len(terms) < 2:
+                raise ValueError(f"{self.name}: invariant {text!r} is not an equality")
+            for a, b in zip(terms, terms[1:]):
+                out.append((text, a, b))
+        return tuple(out)
 
     @property
     def trailer_scalars(self) -> tuple[str, ...]:
@@ -126,6 +162,7 @@ _GAME_LIST = [
     ),
     Game(
         name="bossfight",
+        invariants=("len(attack_modes) == num_rounds",),
         trailer=(("attack_modes", "vi"),)
         + _ints(
             "last_fire_time",
@@ -189,6 +226,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="chaser",
+        invariants=("len(is_space_vec) == grid.cells",),
         trailer=(("free_cells", "vi"), ("is_space_vec", "vb"))
         + _ints(
             "eat_timeout",
@@ -266,6 +304,7 @@ _GAME_LIST = [
     Game(
         name="heist",
         trailer=_ints("num_keys", "world_dim") + (("has_keys", "vb"),),
+        invariants=("world_dim == grid.w == grid.h", "len(has_keys) == num_keys"),
         entity_types={0: "Player", 1: "LockedDoor", 2: "Key", 9: "Exit"},
         features=("x", "y"),
         type_features={"LockedDoor": ("image_theme",), "Key": ("image_theme",)},
@@ -298,6 +337,7 @@ _GAME_LIST = [
     Game(
         name="maze",
         trailer=_ints("maze_dim", "world_dim"),
+        invariants=("world_dim == grid.w == grid.h",),
         entity_types={0: "Player"},
         features=("x", "y"),
         tiles={"Goal": (2,), "Wall": (51,)},
@@ -334,6 +374,10 @@ _GAME_LIST = [
     ),
     Game(
         name="plunder",
+        invariants=(
+            "len(lane_directions) == num_lanes == len(lane_vels)",
+            "len(target_bools) == len(image_permutation)",
+        ),
         trailer=(("last_fire_time", "i"), ("lane_directions", "vb"), ("target_bools", "vb"))
         + (("image_permutation", "vi"), ("lane_vels", "vf"))
         + _ints("num_lanes", "num_current_ship_types", "targets_hit", "target_quota")

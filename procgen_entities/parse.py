@@ -109,9 +109,10 @@ class StateBatch:
 
 
 @lru_cache(maxsize=None)
-def game_spec(game: str) -> _parser.GameSpec:
+def game_spec(game: str, check_invariants: bool = True) -> _parser.GameSpec:
     """The C parser's view of a game (cached: one per game per process)."""
-    return _parser.GameSpec(game, get_game(game).trailer)
+    info = get_game(game)
+    return _parser.GameSpec(game, info.trailer, info.invariant_terms(), check_invariants)
 
 
 @lru_cache(maxsize=64)

@@ -254,6 +254,7 @@ def _parse_one(data: bytes, index: int, game: Game) -> _ParsedState:
     reader.at += 4 * cells
 
     # TRAILER
+    trailer_at = reader.at
     trailer_scalars: Dict[str, object] = {}
     trailer_vectors: Dict[str, np.ndarray] = {}
     for field, kind in game.trailer:
@@ -276,6 +277,23 @@ def _parse_one(data: bytes, index: int, game: Game) -> _ParsedState:
         raise reader.error("missing 0xCAFECAFE terminator", terminator_at, "terminator")
     if terminator_at + 4 != len(data):
         raise reader.error("bytes after the terminator", terminator_at + 4, "terminator")
+
+    # INVARIANTS (games.py): equalities that every real state satisfies
+    def value(term: str) -> int:
+        term = term.strip()
+        if term.startswith("len("):
+            return len(trailer_vectors[term[4:-1]])
+        grid_values = {"grid.w": width, "grid.h": height, "grid.cells": width * height}
+        if term in grid_values:
+            return grid_values[term]
+        if term in trailer_scalars:
+            return int(trailer_scalars[term])  # type: ignore[call-overload]
+        return int(term)
+
+    for invariant in game.invariants:
+        values = [value(term) for term in invariant.split("==")]
+        if len(set(values)) != 1:
+            raise reader.error("a game invariant does not hold", trailer_at, invariant)
 
     out.game = name
     out.scalars = scalars

@@ -9,6 +9,7 @@ cdef extern from "state_parser.h" nogil:
         PE_MAX_TRAILER_ITEMS
         PE_MAX_TRAILER_VECTORS
         PE_MAX_GAME_NAME
+        PE_MAX_INVARIANTS
 
     ctypedef enum pe_status:
         PE_OK
@@ -23,11 +24,21 @@ cdef extern from "state_parser.h" nogil:
         PE_ERR_TRAILING
         PE_ERR_SHAPE
         PE_ERR_SPEC
+        PE_ERR_INVARIANT
 
     ctypedef struct pe_error:
         pe_status status
         int64_t offset
         const char *field
+
+    ctypedef struct pe_value:
+        int32_t kind
+        int32_t index
+
+    ctypedef struct pe_invariant:
+        pe_value lhs
+        pe_value rhs
+        const char *name
 
     ctypedef struct pe_game_spec:
         const char *name
@@ -35,6 +46,8 @@ cdef extern from "state_parser.h" nogil:
         int32_t n_trailer
         const uint8_t *trailer_kinds
         const char *const *trailer_names
+        int32_t n_invariants
+        const pe_invariant *invariants
 
     ctypedef struct pe_layout:
         int64_t size
@@ -51,6 +64,7 @@ cdef extern from "state_parser.h" nogil:
         int32_t n_vectors
         int32_t vector_counts[8]
         int32_t n_trailer_scalars
+        int32_t trailer_item_at[48]
 
     int pe_scalar_count() noexcept
     const char *pe_scalar_name(int i) noexcept

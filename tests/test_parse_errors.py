@@ -360,3 +360,64 @@ def test_decode_error_pickles() -> None:
         )  # fmt: skip
     else:
         pytest.fail("no error")
+
+
+# ---- game invariants: structurally valid states that would crash procgen ----
+
+
+@pytest.mark.parametrize("game", ["heist", "plunder", "bossfight"])
+def test_bytes_deleted_inside_the_grid_never_give_an_accepted_state(game: str) -> None:
+    """Deleting 4k bytes (k = 1..16) anywhere inside the grid shifts the trailer into the grid's
+    place; some shifts re-align into a structurally valid state that procgen's set_state then
+    crashes on (heist in set_state, plunder a few steps later). Every one must be refused,
+    by the C parser and by the reference parser alike."""
+    states = [s for mode in ("easy", "hard") for s in load_golden(f"{game}-{mode}").states[::6]]
+    checked = 0
+    for state in states:
+        offsets = prefix_offsets(state)
+        first, end = offsets["grid.count"] + 4, offsets["trailer"]
+        for k in range(1, 17):
+            for at in range(first, end - 4 * k + 1):
+                cut = state[:at] + state[at + 4 * k :]
+                with pytest.raises(StateDecodeError):
+                    parse_states([cut], game=game)
+                checked += 1
+        # the reference parser on a sample of the same cuts
+        for at in range(first, end - 64, 97):
+            for k in (1, 4, 16):
+                with pytest.raises(StateDecodeError):
+                    reference_parse_states([state[:at] + state[at + 4 * k :]], game=game)
+    assert checked > 10_000
+
+
+@pytest.mark.parametrize(
+    "game,item,value,invariant",
+    [
+        ("bossfight", "num_rounds", 7, "len(attack_modes) == num_rounds"),
+        ("heist", "world_dim", 5, "world_dim == grid.w == grid.h"),
+        ("heist", "num_keys", 9, "len(has_keys) == num_keys"),
+        ("plunder", "num_lanes", 4, "len(lane_directions) == num_lanes == len(lane_vels)"),
+        ("maze", "world_dim", 3, "world_dim == grid.w == grid.h"),
+    ],
+)
+def test_broken_invariant_is_named(game: str, item: str, value: int, invariant: str) -> None:
+    from procgen_entities.games import GAMES
+
+    state = load_golden(f"{game}-hard").states[0]
+    at = prefix_offsets(state, game)["trailer"]
+    for name, kind in GAMES[game].trailer:
+        if name == item:
+            break
+        at += 4 + (_i32(state, at) * (124 if kind == "ve" else 4) if kind.startswith("v") else 0)
+    bad = _replace_i32(state, at, value)
+    for parse in (parse_states, reference_parse_states):
+        with pytest.raises(StateDecodeError, match="invariant") as info:
+            parse([bad], game=game)
+        assert info.value.field == invariant
+    # opting out of the invariants (for reading such a state as it is) still parses it
+    from procgen_entities import _parser
+    from procgen_entities.parse import game_spec
+
+    lax = game_spec(game, check_invariants=False)
+    raw = _parser.parse_batch([bad], lax, np.arange(31, dtype=np.int32), False)
+    assert raw["trailer_scalars"].shape[0] == 1
