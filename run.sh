@@ -38,7 +38,7 @@ demo)
     ;;
 test)
     install_train
-    "$VENV/bin/ruff" check . && "$VENV/bin/ruff" format --check procgen_entities tests benchmarks
+    "$VENV/bin/ruff" check . && "$VENV/bin/ruff" format --check procgen_entities tests benchmarks tools
     "$VENV/bin/mypy"
     "$VENV/bin/python" -m pytest -p no:cacheprovider
     bash .ci/sanitizers.sh "$VENV"

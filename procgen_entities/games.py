@@ -9,7 +9,10 @@ Layouts follow docs/state-format.md (procgen 0.10.7).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
 from types import MappingProxyType
 from typing import Mapping
 
@@ -21,6 +24,7 @@ __all__ = [
     "TRAILER_KINDS",
     "Game",
     "get_game",
+    "value_ranges",
 ]
 
 #: The 31 fields of procgen's 124-byte entity record, in procgen's order.
@@ -431,3 +435,17 @@ def get_game(name: str) -> Game:
         raise ValueError(
             f"unknown procgen game {name!r}; valid games: {', '.join(GAME_NAMES)}"
         ) from None
+
+
+@lru_cache(maxsize=None)
+def value_ranges(game: str) -> Mapping[str, object]:
+    """What real states of ``game`` hold, measured by tools/record_ranges.py over long rollouts of
+    every distribution mode (value_ranges.json): ``ranges`` maps "scalar.<name>",
+    "trailer.<name>", "vector.<name>" and "entity.<field>" to [min, max]; ``entity_types`` and
+    ``tiles`` list the ids seen; ``states`` counts the states measured."""
+    table = json.loads(
+        resources.files("procgen_entities").joinpath("value_ranges.json").read_text()
+    )
+    if game not in table:
+        raise KeyError(f"no value ranges recorded for {game!r}")
+    return MappingProxyType(table[game])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import random
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -40,9 +40,12 @@ from procgen_entities.engine import ENGINES, bind_engine
 from procgen_entities.games import Game, get_game
 from procgen_entities.parse import SCALAR_NAMES, StateBatch, game_spec, parse_states
 from procgen_entities.procgen_envs import make_procgen_env
+from procgen_entities.restore import check_restorable
 from procgen_entities.tilemap import CameraConverter, tilemap_features
 
 __all__ = ["ProcgenVecEnv"]
+
+BytesLike = Union[bytes, bytearray, memoryview]
 
 
 class ProcgenVecEnv(VecEnv):
@@ -300,6 +303,24 @@ class ProcgenVecEnv(VecEnv):
         if self._live is not None:
             self._collect()
         return [self._collector.state_bytes(i) for i in range(self.num_envs)]
+
+    def set_states(self, states: Sequence[BytesLike]) -> VecObs:
+        """Restore saved get_state blobs, one per env, and return their observation (the full
+        observation space). Every blob is validated before any env is touched (restore.py: the
+        parse with the game's invariants, same game, grid and options, finite entities, and a
+        forked trial of procgen's set_state, steps and render), since procgen's set_state aborts
+        or segfaults on bad input; a refused call raises StateDecodeError and changes nothing."""
+        self._check_open()
+        current = parse_states(self.get_states(), game=self.game.name)
+        blobs = [bytes(s) for s in states]
+        check_restorable(blobs, self.game.name, current, self._procgen_kwargs)
+        for env, start, size in zip(self._envs, self._group_starts, self._group_sizes):
+            env.callmethod("set_state", blobs[start : start + size])
+        self._pending_reset[:] = 0
+        self._truncated[:] = 0
+        self._terminal_written[:] = 0
+        self._read()
+        return self._observe(self._obs_space)
 
     def final_states(self) -> Tuple[npt.NDArray[np.int64], StateBatch]:
         """The terminal states of the episodes that ended at the last step (headless engine).

@@ -1,6 +1,6 @@
 """Shared test helpers: golden states, batch comparison, hypothesis profiles.
 
-Golden data is written by tests/record_golden.py (run it to re-record). Hypothesis profiles:
+Golden data is written by tools/record_golden.py (run it to re-record). Hypothesis profiles:
 ``default`` (modest, for local runs) and ``ci`` (more examples); pick one with the environment
 variable HYPOTHESIS_PROFILE.
 """
@@ -15,8 +15,8 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 import pytest
+from golden import DATA_DIR, MODES, batch_to_arrays, golden_name, load_expected, load_states
 from hypothesis import HealthCheck, settings
-from record_golden import DATA_DIR, MODES, batch_to_arrays, golden_name, load_expected, load_states
 
 if os.environ.get("PROCGEN_ENTITIES_SANITIZER_RUN"):
     # gym3 dlopens procgen's libenv with RTLD_DEEPBIND, which the ASan runtime refuses
@@ -61,7 +61,7 @@ def load_golden(name: str) -> Golden:
     states_path = DATA_DIR / f"{name}.states.npz"
     expected_path = DATA_DIR / f"{name}.expected.npz"
     if not states_path.exists() or not expected_path.exists():
-        pytest.fail(f"golden data {name} missing; run PYTHONPATH=. python tests/record_golden.py")
+        pytest.fail(f"golden data {name} missing; run tools/record_golden.py (see its docstring)")
     meta, states = load_states(states_path)
     return Golden(
         name=name,

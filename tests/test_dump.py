@@ -1,6 +1,6 @@
 """Tests of the text dump (procgen_entities.render and python -m procgen_entities.dump).
 
-Snapshots: every state in tests/data/dump/ (recorded by tests/record_dump_states.py, one per game
+Snapshots: every state in tests/data/dump/ (recorded by tools/record_dump_states.py, one per game
 plus a few other modes) is rendered as plain text and compared with tests/snapshots/dump/. After
 an intended change of the rendering, regenerate the snapshots and review the diff:
 

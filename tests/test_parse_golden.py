@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import Golden, assert_arrays_identical, assert_batches_identical, load_golden
-from record_golden import batch_to_arrays
+from golden import batch_to_arrays
 
 from procgen_entities import ENTITY_FIELDS, GAMES, StateBatch, parse_state, parse_states
 from procgen_entities._parser import SCALAR_KINDS, SCALAR_NAMES

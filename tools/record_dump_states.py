@@ -1,7 +1,7 @@
 """Record the golden states of tests/test_dump.py into tests/data/dump/ (one gzip'ed get_state blob
 per game, plus a few extra modes) and their recipes into tests/data/dump/manifest.json.
 
-    PYTHONPATH=. python tests/record_dump_states.py
+    PYTHONPATH=. python tools/record_dump_states.py
 
 Recording needs procgen; the tests only read the files. Re-recording changes the snapshots:
 regenerate them with UPDATE_SNAPSHOTS=1 pytest tests/test_dump.py and review the diff.
@@ -16,7 +16,7 @@ import pathlib
 from procgen_entities.dump import record_state
 from procgen_entities.games import GAME_NAMES
 
-OUT = pathlib.Path(__file__).resolve().parent / "data" / "dump"
+OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "dump"
 
 #: name -> (game, distribution mode, level seed, random steps). The three step-0 states are the
 #: examples drawn in docs/state-format.md §5.3.

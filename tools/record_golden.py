@@ -2,8 +2,8 @@
 
 Run from the repository root:
 
-    PYTHONPATH=. python tests/record_golden.py            # all 16 games, easy and hard
-    PYTHONPATH=. python tests/record_golden.py coinrun    # some games only
+    PYTHONPATH=.:tests python tools/record_golden.py            # all 16 games, easy and hard
+    PYTHONPATH=.:tests python tools/record_golden.py coinrun    # some games only
 
 For every game and mode a 2-env ``ProcgenGym3Env`` is stepped with a fixed seed and a fixed action
 sequence. The states of both envs are kept at a few fixed steps and at the first steps right after
@@ -15,20 +15,18 @@ game and mode:
 * ``<game>-<mode>.expected.npz``: the pure-Python reference parse of those states, flattened
   (see ``batch_to_arrays``).
 
-The module is importable: the tests use ``load_states``, ``load_expected`` and
-``batch_to_arrays``.
+Reading them back is tests/golden.py's job (the tests import it; this script only writes).
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, List
 
 import numpy as np
+from golden import DATA_DIR, MODES, batch_to_arrays, golden_name, split_states
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
-MODES = ("easy", "hard")
 #: Steps whose states are always kept (step 0 is the state right after env creation).
 FIXED_STEPS = (0, 3, 40)
 #: How many post-done steps to keep, and how long to look for them.
@@ -37,10 +35,6 @@ MAX_STEPS = 1500
 NUM_ENVS = 2
 START_LEVEL = 100
 NUM_LEVELS = 20
-
-
-def golden_name(game: str, mode: str) -> str:
-    return f"{game}-{mode}"
 
 
 def _seed(game: str, mode: str) -> int:
@@ -102,40 +96,6 @@ def record(game: str, mode: str) -> Dict[str, np.ndarray]:
         "start_level": np.array(START_LEVEL, dtype=np.int32),
         "num_levels": np.array(NUM_LEVELS, dtype=np.int32),
     }
-
-
-def split_states(arrays: Dict[str, np.ndarray]) -> List[bytes]:
-    blob = arrays["blob"].tobytes()
-    offsets = arrays["offsets"]
-    return [blob[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
-
-
-def batch_to_arrays(batch) -> Dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
-    """A StateBatch as a flat dict of arrays (dict fields become ``"<dict>.<name>"`` keys)."""
-    out: Dict[str, np.ndarray] = {
-        "game": np.array(batch.game),
-        "entity_fields": np.array(batch.entity_fields),
-    }
-    for name in ("reward", "done", "level_complete", "cur_time", "level_seed", "entities",
-                 "entity_counts", "sizes"):  # fmt: skip
-        out[name] = getattr(batch, name)
-    if batch.grid is not None:
-        out["grid"] = batch.grid
-    for group in ("extras", "vectors", "vector_counts", "scalars"):
-        for name, values in getattr(batch, group).items():
-            out[f"{group}.{name}"] = values
-    return out
-
-
-def load_states(path: Path) -> Tuple[Dict[str, np.ndarray], List[bytes]]:
-    with np.load(path, allow_pickle=False) as npz:
-        arrays = {k: npz[k] for k in npz.files}
-    return arrays, split_states(arrays)
-
-
-def load_expected(path: Path) -> Dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as npz:
-        return {k: npz[k] for k in npz.files}
 
 
 def main(games: Iterable[str]) -> None:

@@ -1,0 +1,204 @@
+"""Validating saved states before procgen's set_state sees them.
+
+procgen's ``set_state`` trusts its input: a blob that is structurally valid but inconsistent
+aborts or segfaults the whole process, inside set_state or a few steps later. ``check_restorable``
+refuses a batch unless every blob
+
+1. parses, with the game's invariants (games.py) holding;
+2. is of the same game, grid size and options (every field of the header's options section but
+   the env index) as the env it replaces;
+3. holds only values real states hold: entity types and tile ids seen in real play, and every
+   scalar, trailer value and entity field within the range measured over long rollouts of the
+   game (games.value_ranges), exactly for small integer codes (themes, sprite ids, layers),
+   with a margin for counters, coordinates and velocities; entity floats must be finite;
+4. survives procgen itself: a forked child process restores the whole batch into a fresh procgen
+   vec env (no threads), steps it ``probe_steps`` times with every action and renders it. If the
+   child crashes, hangs or fails, the batch is refused and this process never touched procgen.
+   (Each blob is tried in three copies with their own random actions.)
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import time
+from typing import Any, Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from procgen_entities._parser import SCALAR_NAMES, SCALAR_POSITIONS
+from procgen_entities.errors import StateDecodeError
+from procgen_entities.games import ENTITY_INT_FIELDS, get_game, value_ranges
+from procgen_entities.parse import StateBatch, parse_states
+
+__all__ = ["OPTION_FIELDS", "check_restorable"]
+
+#: Header fields that configure an env (the options section), the env's own index aside.
+OPTION_FIELDS = tuple(
+    name
+    for name, (section, _) in zip(SCALAR_NAMES, SCALAR_POSITIONS)
+    if section == 0
+    if name != "game_n"
+)
+#: Entity fields that must be finite (positions, velocities, sizes, angles).
+FINITE_FIELDS = ("x", "y", "vx", "vy", "rx", "ry", "rotation", "vrot")
+#: Values not held to the measured ranges: seeds and indexes that are arbitrary by design, and
+#: the options (compared with the env's own instead).
+UNRANGED = (
+    frozenset({"current_level_seed", "prev_level_seed", "fixed_asset_seed", "step_rand_int"})
+    | frozenset(OPTION_FIELDS)
+    | {"game_n"}
+)
+#: Integer codes with a range this small must lie inside it exactly (sprite ids, themes, layers,
+#: modes); wider integer ranges are counters and get a margin as wide as the range.
+EXACT_INT_SPAN = 64
+PROBE_TIMEOUT_S = 30.0
+PROBE_COPIES = 3
+
+
+def _refuse(index: int, reason: str, field: str) -> StateDecodeError:
+    return StateDecodeError(reason, index=index, offset=0, field=field)
+
+
+def _check_like(batch: StateBatch, current: StateBatch) -> None:
+    assert batch.grid is not None and current.grid is not None  # parsed with grid=True
+    if batch.grid.shape[1:] != current.grid.shape[1:]:
+        raise _refuse(
+            0, f"grid {batch.grid.shape[1:]} differs from the env's {current.grid.shape[1:]}",
+            "grid.w",
+        )  # fmt: skip
+    for name in OPTION_FIELDS:
+        differs = np.flatnonzero(batch.scalars[name] != current.scalars[name])
+        if len(differs):
+            i = int(differs[0])
+            raise _refuse(
+                i,
+                f"option {name} is {batch.scalars[name][i]} in the blob, "
+                f"{current.scalars[name][i]} in the env",
+                name,
+            )
+    for name in FINITE_FIELDS:
+        bad = np.flatnonzero(~np.isfinite(batch.field(name)))
+        if len(bad):
+            state = int(np.searchsorted(batch.entity_offsets, bad[0], side="right") - 1)
+            raise _refuse(state, f"entity field {name} is not finite", f"entities.{name}")
+
+
+def _allowed(lo: float, hi: float, is_int: bool) -> Tuple[float, float]:
+    span = hi - lo
+    if is_int:
+        pad = 0.0 if span <= EXACT_INT_SPAN else span
+    else:
+        pad = span + max(1.0, 0.1 * max(abs(lo), abs(hi)))
+    return lo - pad, hi + pad
+
+
+def _check_ranges(batch: StateBatch, game: str) -> None:
+    info = get_game(game)
+    measured = value_ranges(game)
+    ranges: Dict[str, List[float]] = measured["ranges"]  # type: ignore[assignment]
+    types = set(measured["entity_types"])  # type: ignore[call-overload]
+    kinds = dict(info.trailer)
+
+    def check(key: str, values: np.ndarray, is_int: bool, state_of: Any) -> None:
+        if key not in ranges or values.size == 0:
+            return
+        lo, hi = _allowed(ranges[key][0], ranges[key][1], is_int)
+        bad = np.flatnonzero(~((values >= lo) & (values <= hi)))
+        if len(bad):
+            raise _refuse(int(state_of(bad[0])), f"{key} = {values[bad[0]]} is outside the values "
+                          f"real {game} states hold ([{lo:g}, {hi:g}])", key)  # fmt: skip
+
+    per_state = lambda i: i  # noqa: E731
+    for name, values in batch.scalars.items():
+        if name not in UNRANGED:
+            check(
+                f"scalar.{name}", values.astype(np.float64), values.dtype.kind in "iub", per_state
+            )
+    for name, values in batch.extras.items():
+        check(f"trailer.{name}", values.astype(np.float64), kinds[name] != "f", per_state)
+    for name, values in batch.vectors.items():
+        if kinds[name] in ("vi", "vb", "vf"):
+            counts = batch.vector_counts[name]
+            owner = np.repeat(np.arange(len(counts)), counts)
+            check(
+                f"vector.{name}", values.astype(np.float64), kinds[name] != "vf", owner.__getitem__
+            )
+    owner = np.repeat(np.arange(len(batch.entity_counts)), batch.entity_counts)
+    for k, field in enumerate(batch.entity_fields):
+        is_int = field in ENTITY_INT_FIELDS
+        check(f"entity.{field}", batch.entities[:, k].astype(np.float64), is_int, owner.__getitem__)
+    unknown = np.flatnonzero(~np.isin(batch.field("type"), list(types)))
+    if len(unknown):
+        raise _refuse(int(owner[unknown[0]]), f"entity type {batch.field('type')[unknown[0]]:g} "
+                      f"never occurs in {game}", "entities.type")  # fmt: skip
+    tiles = np.asarray(measured["tiles"])
+    assert batch.grid is not None
+    for i, grid in enumerate(batch.grid):
+        if not np.isin(grid, tiles).all():
+            raise _refuse(i, f"the grid holds tile ids that never occur in {game}", "grid.data")
+
+
+def _probe_child(game: str, states: Sequence[bytes], options: Dict[str, Any], steps: int) -> None:
+    """Each blob restored PROBE_COPIES times, each copy stepped (and rendered) with its own
+    random actions: what happens after a restore depends on the actions taken."""
+    from procgen_entities.procgen_envs import make_procgen_env
+
+    copies = list(states) * PROBE_COPIES
+    env = make_procgen_env(game, len(copies), **{**options, "num_threads": 0})
+    env.callmethod("set_state", copies)
+    rng = np.random.default_rng(0)
+    for _ in range(steps):
+        env.act(rng.integers(0, 15, len(copies)).astype(np.int32))
+        env.observe()
+    env.callmethod("get_state")
+
+
+def _probe(game: str, states: Sequence[bytes], options: Dict[str, Any], steps: int) -> None:
+    """Run set_state + steps + render in a forked child; raise if it does not exit cleanly."""
+    pid = os.fork()
+    if pid == 0:  # the child: only this thread exists; it never returns to the caller's code
+        code = 0
+        try:
+            faulthandler.disable()  # a crash here is the expected outcome of a bad blob
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 2)  # procgen's fassert messages
+            _probe_child(game, states, options, steps)
+        except BaseException:
+            code = 3
+        os._exit(code)
+    deadline = time.monotonic() + PROBE_TIMEOUT_S
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise _refuse(0, "procgen hung on the restored states", "set_state")
+        time.sleep(0.002)
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        raise _refuse(0, f"procgen crashed ({name}) on the restored states", "set_state")
+    if os.WEXITSTATUS(status) != 0:
+        raise _refuse(0, "procgen failed on the restored states", "set_state")
+
+
+def check_restorable(
+    states: Sequence[bytes],
+    game: str,
+    current: StateBatch,
+    procgen_options: Dict[str, Any],
+    probe_steps: int = 16,
+) -> StateBatch:
+    """Validate a batch of blobs meant to replace the states ``current`` (one per env); returns
+    their parse. Raises StateDecodeError (naming the state and the reason) or MixedBatchError."""
+    if len(states) != len(current.reward):
+        raise ValueError(f"expected {len(current.reward)} states (one per env), got {len(states)}")
+    batch = parse_states(states, game=game)
+    with np.errstate(invalid="ignore"):  # NaNs are refused below, not warned about
+        _check_like(batch, current)
+        _check_ranges(batch, game)
+    _probe(game, [bytes(s) for s in states], procgen_options, probe_steps)
+    return batch

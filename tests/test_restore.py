@@ -1,0 +1,155 @@
+"""ProcgenVecEnv.set_states: saved states restore exactly, and no blob, however mutated, crashes
+procgen (refused with StateDecodeError, nothing changed) or, once accepted, fails to step and
+render."""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Dict, List
+
+import numpy as np
+import pytest
+from conftest import prefix_offsets
+from ragged_buffer import RaggedBufferI64
+
+from procgen_entities import StateDecodeError
+from procgen_entities.errors import MixedBatchError
+from procgen_entities.vec_env import ProcgenVecEnv
+
+pytestmark = pytest.mark.live
+
+
+def move(actions: np.ndarray) -> Dict[str, RaggedBufferI64]:
+    ones = np.ones(len(actions), np.int64)
+    return {"move": RaggedBufferI64.from_flattened(actions.reshape(-1, 1), ones)}
+
+
+def features(obs) -> Dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+    return {k: v.as_array().copy() for k, v in obs.features.items()}
+
+
+@pytest.mark.parametrize("game", ["coinrun", "heist", "plunder", "bossfight", "starpilot"])
+@pytest.mark.parametrize("engine", ["headless", "get_state"])
+def test_round_trip_restores_observations_and_futures(game: str, engine: str) -> None:
+    rng = np.random.default_rng(4)
+    acts = rng.integers(0, 15, size=(40, 3))
+    with ProcgenVecEnv(game, 3, seed=2, engine=engine) as env:
+        space = env.obs_space()
+        env.reset(space)
+        for a in acts[:10]:
+            now = env.act(move(a), space)
+        saved = env.get_states()
+        future = [features(env.act(move(a), space)) for a in acts[10:]]
+        restored = env.set_states(saved)
+        assert env.get_states() == saved
+        for name, rows in features(now).items():
+            np.testing.assert_array_equal(features(restored)[name], rows)
+        again = [features(env.act(move(a), space)) for a in acts[10:]]
+        for a, b in zip(future, again):
+            for name in a:
+                np.testing.assert_array_equal(a[name], b[name])
+
+
+def test_refused_batches_change_nothing() -> None:
+    with (
+        ProcgenVecEnv("heist", 2, seed=3) as env,
+        ProcgenVecEnv("heist", 2, seed=3, distribution_mode="easy") as easy,
+    ):
+        space = env.obs_space()
+        env.reset(space), easy.reset(space)
+        before = env.get_states()
+        good, other = before[0], easy.get_states()[0]
+        with pytest.raises(ValueError, match="one per env"):
+            env.set_states([good])
+        with pytest.raises(StateDecodeError):
+            env.set_states([good, good[:-8]])  # the first blob is fine, the second is not
+        with pytest.raises(MixedBatchError):
+            env.set_states([good, other])  # easy heist: another grid size in the batch
+        with pytest.raises(StateDecodeError, match="grid"):
+            env.set_states([other, other])  # ... and than the env's
+        painted = bytearray(good)
+        painted[8 + 5] = 1  # paint_vel_info, the first option after the 5-byte name "heist"
+        with pytest.raises(StateDecodeError, match="option paint_vel_info"):
+            env.set_states([good, bytes(painted)])
+        with pytest.raises(MixedBatchError):
+            env.set_states([good, _coinrun_state()])
+        assert env.get_states() == before
+
+
+def _coinrun_state() -> bytes:
+    with ProcgenVecEnv("coinrun", 1, seed=0) as env:
+        env.reset(env.obs_space())
+        return env.get_states()[0]
+
+
+def _mutations(state: bytes, game: str, rng: np.random.Generator, count: int) -> List[bytes]:
+    """Mutations aimed at the grid, the entity records and the trailer: random i32/f32 values,
+    special values, bit flips and small deltas on 1-3 aligned fields."""
+    offsets = prefix_offsets(state, game)
+    regions = [
+        (offsets["grid.count"] + 4, offsets["trailer"]),  # grid cells
+        (
+            offsets["entities"] + 4,
+            offsets["entities"]
+            + 4
+            + 124 * int.from_bytes(state[offsets["entities"] : offsets["entities"] + 4], "little"),
+        ),
+        (offsets["trailer"], len(state) - 4),
+        (offsets["main_width"], offsets["grid.count"] + 4),  # camera block and grid header
+    ]
+    special = [0, 1, -1, 2, 100, 1000, 2**31 - 1, -(2**31), 0x7FC00000, 0x7F800000, 0xFF800000]
+    out = []
+    for _ in range(count):
+        blob = bytearray(state)
+        lo, hi = regions[int(rng.integers(len(regions)))]
+        if hi - lo < 4:
+            continue
+        for _ in range(int(rng.integers(1, 4))):
+            at = lo + 4 * int(rng.integers((hi - lo) // 4))
+            old = struct.unpack_from("<i", blob, at)[0]
+            choice = int(rng.integers(4))
+            if choice == 0:
+                value = int(rng.integers(-(2**31), 2**31))
+            elif choice == 1:
+                value = special[int(rng.integers(len(special)))]
+            elif choice == 2:
+                value = old ^ (1 << int(rng.integers(32)))
+            else:
+                value = old + int(rng.integers(-3, 4))
+            struct.pack_into("<I", blob, at, value & 0xFFFFFFFF)
+        out.append(bytes(blob))
+    return out
+
+
+@pytest.mark.parametrize(
+    "game", ["heist", "plunder", "bossfight", "coinrun", "chaser", "starpilot"]
+)
+def test_mutated_blobs_never_crash_procgen(game: str) -> None:
+    """The issue's criterion is 10,000 blobs; PROCGEN_ENTITIES_MUTATIONS sets the count per game
+    (default 1,700: ~10,000 over the six games)."""
+    per_game = int(os.environ.get("PROCGEN_ENTITIES_MUTATIONS", "1700"))
+    rng = np.random.default_rng(abs(hash_game(game)))
+    accepted = refused = 0
+    with ProcgenVecEnv(game, 1, seed=5) as env:
+        space = env.obs_space()
+        env.reset(space)
+        for t in range(30):
+            env.act(move(np.array([t % 15])), space)
+        state = env.get_states()[0]
+        for blob in _mutations(state, game, rng, per_game):
+            try:
+                env.set_states([blob])
+            except StateDecodeError:
+                refused += 1
+                continue
+            accepted += 1
+            for t in range(5):
+                env.act(move(np.array([(t * 4) % 15])), space)
+            assert env.render().shape == (1, 64, 64, 3)
+            env.set_states([state])  # back to the unmutated state for the next blob
+    assert accepted > 0 and refused > 0, (accepted, refused)
+
+
+def hash_game(game: str) -> int:
+    return int.from_bytes(game.encode(), "little") % (2**31)
