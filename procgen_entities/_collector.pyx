@@ -13,6 +13,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
 from libc.stdlib cimport calloc, free
 
 from procgen_entities._parser cimport GameSpec, raise_status
+from procgen_entities.errors import UsageError
 from procgen_entities.live_game cimport *
 from procgen_entities.state_parser cimport PE_OK, pe_error, pe_scalar_count, pe_status
 from procgen_entities.state_set cimport *
@@ -45,11 +46,11 @@ cdef class LiveGames:
                   uintptr_t reset_address, uintptr_t prepare_address, float render_height,
                   list group_sizes):
         if program.shape[0] % 2 or entity_program.shape[0] % 2 or program.shape[0] == 0:
-            raise ValueError("programs are (op, arg) pairs")
+            raise UsageError("programs are (op, arg) pairs")
         if reset_address == 0 or prepare_address == 0 or not group_sizes:
-            raise ValueError("invalid live game spec")
+            raise UsageError("invalid live game spec")
         if any(size < 1 for size in group_sizes):
-            raise ValueError("every group needs at least one game")
+            raise UsageError("every group needs at least one game")
         self._keep = (program, entity_program, name)
         self.spec.program = &program[0]
         self.spec.n_program = <int32_t>(program.shape[0] // 2)
@@ -181,9 +182,9 @@ cdef class StateCollector:
     def __cinit__(self, GameSpec spec, Py_ssize_t num_states, int num_threads,
                   Py_ssize_t capacity=DEFAULT_CAPACITY):
         if num_threads < 1:
-            raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+            raise UsageError(f"num_threads must be >= 1, got {num_threads}")
         if num_states < 1:
-            raise ValueError(f"num_states must be >= 1, got {num_states}")
+            raise UsageError(f"num_states must be >= 1, got {num_states}")
         self.spec = spec
         self.num_threads = num_threads
         self.num_states = num_states
@@ -215,7 +216,7 @@ cdef class StateCollector:
                  const int32_t[::1] features, const int32_t[::1] condition):
         n_slots = condition.shape[0]
         if feature_start.shape[0] != n_slots + 1 or features.shape[0] < feature_start[n_slots]:
-            raise ValueError("entity plan arrays have inconsistent lengths")
+            raise UsageError("entity plan arrays have inconsistent lengths")
         self._plan_arrays = (type_to_slot, feature_start, features, condition)
         self.plan.n_slots = <int32_t>n_slots
         self.plan.lut_size = <int32_t>type_to_slot.shape[0]
@@ -225,7 +226,7 @@ cdef class StateCollector:
         self.plan.condition = &condition[0] if n_slots else NULL
         if pe_plan_check(&self.plan, &self.spec.spec) != 0:
             self.has_plan = False
-            raise ValueError("invalid entity plan")
+            raise UsageError("invalid entity plan")
         self.has_plan = True
 
     def collect(self, uintptr_t get_state, uintptr_t env, int count, Py_ssize_t first):
@@ -245,18 +246,18 @@ cdef class StateCollector:
         self._check_open()
         cdef Py_ssize_t n = self.num_states
         if scalars.shape[0] != n or scalars.shape[1] != pe_scalar_count():
-            raise ValueError("scalars has the wrong shape")
+            raise UsageError("scalars has the wrong shape")
         if trailer_scalars.shape[0] != n or trailer_scalars.shape[1] != self.spec.n_trailer_scalars:
-            raise ValueError("trailer_scalars has the wrong shape")
+            raise UsageError("trailer_scalars has the wrong shape")
         cdef int32_t *grid_ptr = NULL
         cdef Py_ssize_t i
         if grid is not None:
             for i in range(n):
                 if (self.set.layouts[i].height != grid.shape[1]
                         or self.set.layouts[i].width != grid.shape[2]):
-                    raise ValueError("grid has the wrong shape for the collected states")
+                    raise UsageError("grid has the wrong shape for the collected states")
             if grid.shape[0] != n:
-                raise ValueError("grid has the wrong number of states")
+                raise UsageError("grid has the wrong number of states")
             if grid.shape[1] * grid.shape[2]:
                 grid_ptr = &grid[0, 0, 0]
         cdef double *trailer_ptr = &trailer_scalars[0, 0] if trailer_scalars.shape[1] else NULL
@@ -270,11 +271,11 @@ cdef class StateCollector:
         self._check_open()
         cdef Py_ssize_t n = self.num_states, i
         if first_row.shape[0] != n or n_rows.shape[0] != n or grid.shape[0] != n:
-            raise ValueError("one row range and one grid per state")
+            raise UsageError("one row range and one grid per state")
         for i in range(n):
             if (self.set.layouts[i].height != grid.shape[1]
                     or self.set.layouts[i].width != grid.shape[2]):
-                raise ValueError("grid has the wrong shape for the collected states")
+                raise UsageError("grid has the wrong shape for the collected states")
         if grid.shape[1] * grid.shape[2] == 0:
             return
         with nogil:
@@ -286,7 +287,7 @@ cdef class StateCollector:
         cdef Py_ssize_t n_vec = self.spec.n_trailer_vectors
         if (heads.shape[0] != self.num_states or heads.shape[1] != n_vec
                 or lengths.shape[0] != self.num_states or lengths.shape[1] != n_vec):
-            raise ValueError("heads/lengths have the wrong shape")
+            raise UsageError("heads/lengths have the wrong shape")
         if n_vec == 0 or heads.shape[2] == 0:
             return
         with nogil:
@@ -303,7 +304,7 @@ cdef class StateCollector:
         if not self.has_plan:
             raise RuntimeError("set_plan first")
         if counts.shape[0] != self.plan.n_slots or counts.shape[1] != self.num_states:
-            raise ValueError("counts has the wrong shape")
+            raise UsageError("counts has the wrong shape")
         if self.plan.n_slots == 0:
             return
         with nogil:
@@ -316,16 +317,16 @@ cdef class StateCollector:
         cdef Py_ssize_t s, i, rows, end
         cdef int rc = 0
         if counts.shape[0] != self.plan.n_slots or counts.shape[1] != self.num_states:
-            raise ValueError("counts has the wrong shape")
+            raise UsageError("counts has the wrong shape")
         if slot_offsets.shape[0] < self.plan.n_slots:
-            raise ValueError("slot_offsets is too short")
+            raise UsageError("slot_offsets is too short")
         for s in range(self.plan.n_slots):
             rows = 0
             for i in range(self.num_states):
                 rows += counts[s, i]
             end = slot_offsets[s] + rows * (self.plan.feature_start[s + 1] - self.plan.feature_start[s])
             if slot_offsets[s] < 0 or end > out.shape[0]:
-                raise ValueError("out is too small for the gathered entities")
+                raise UsageError("out is too small for the gathered entities")
         if self.plan.n_slots == 0 or out.shape[0] == 0:
             return
         with nogil:
@@ -359,17 +360,17 @@ cdef class StateCollector:
         if n == 0:
             raise RuntimeError("no live games attached")
         if actions.shape[0] != n:
-            raise ValueError(f"expected {n} actions, got {actions.shape[0]}")
+            raise UsageError(f"expected {n} actions, got {actions.shape[0]}")
         if first < 0 or first + n > self.num_states:
-            raise ValueError("step range out of bounds")
+            raise UsageError("step range out of bounds")
         if (truncated.shape[0] != self.num_states or terminal_written.shape[0] != self.num_states
                 or pending.shape[0] != self.num_states):
-            raise ValueError("per-env outputs must have one entry per state")
+            raise UsageError("per-env outputs must have one entry per state")
         cdef pe_state_set *terminal_set = NULL
         if terminal is not None:
             terminal._check_open()
             if terminal.num_states != self.num_states:
-                raise ValueError("the terminal collector has another size")
+                raise UsageError("the terminal collector has another size")
             terminal_set = terminal.set
         cdef pe_live_outputs outputs
         outputs.truncated = &truncated[0]

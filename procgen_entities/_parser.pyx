@@ -34,11 +34,22 @@ SCALAR_POSITIONS = tuple(_scalar_position(i) for i in range(pe_scalar_count()))
 ENTITY_FIELD_IS_INT = tuple(bool(pe_entity_field_is_int(i)) for i in range(PE_ENTITY_FIELDS))
 
 
+#: pe_status value -> name (csrc/state_parser.h); errors.py maps names to exceptions.
+STATUS_NAMES = {
+    PE_OK: "PE_OK", PE_ERR_TRUNCATED: "PE_ERR_TRUNCATED", PE_ERR_VERSION: "PE_ERR_VERSION",
+    PE_ERR_GAME: "PE_ERR_GAME", PE_ERR_NEGATIVE: "PE_ERR_NEGATIVE", PE_ERR_GRID: "PE_ERR_GRID",
+    PE_ERR_PLAYER: "PE_ERR_PLAYER", PE_ERR_BOOL: "PE_ERR_BOOL",
+    PE_ERR_TERMINATOR: "PE_ERR_TERMINATOR", PE_ERR_TRAILING: "PE_ERR_TRAILING",
+    PE_ERR_SHAPE: "PE_ERR_SHAPE", PE_ERR_SPEC: "PE_ERR_SPEC", PE_ERR_INVARIANT: "PE_ERR_INVARIANT",
+}
+
+
 cdef int raise_status(pe_status status, const pe_error *err, Py_ssize_t index) except -1:
     if status == PE_OK:
         return 0
     field = err.field.decode() if err.field != NULL else "?"
-    raise error_from_status(int(status), pe_status_text(status).decode(), index, err.offset, field)
+    raise error_from_status(STATUS_NAMES.get(int(status), "PE_UNKNOWN"), int(status),
+                            pe_status_text(status).decode(), index, err.offset, field)
 
 
 cdef class GameSpec:

@@ -8,22 +8,29 @@ released) and turns C statuses into exceptions.
 from libc.stdint cimport int8_t, int32_t, int64_t
 from libc.stdlib cimport malloc, free
 
-from procgen_entities.tilemap cimport *
+from procgen_entities.tilemap_kernel cimport *
 
 import numpy as np
+
+from procgen_entities.errors import UsageError, error_from_status
 
 MODES = {"tiles": TM_TILES, "runs": TM_RUNS, "columns": TM_COLUMNS, "chunks": TM_CHUNKS}
 MAX_CLASSES = TM_MAX_CLASSES
 MAX_CROP = TM_MAX_CROP
 
 
+#: tm_status value -> name (csrc/tilemap.h); errors.py maps names to exceptions.
+STATUS_NAMES = {TM_OK: "TM_OK", TM_ERR_ARG: "TM_ERR_ARG", TM_ERR_SPEC: "TM_ERR_SPEC",
+                TM_ERR_SCRATCH: "TM_ERR_SCRATCH", TM_ERR_OVERFLOW: "TM_ERR_OVERFLOW",
+                TM_ERR_MISMATCH: "TM_ERR_MISMATCH"}
+
+
 cdef int check(tm_status status) except -1:
     if status == TM_OK:
         return 0
     text = tm_status_text(status).decode()
-    if status in (TM_ERR_OVERFLOW, TM_ERR_MISMATCH):
-        raise RuntimeError(f"tilemap kernel: {text}")
-    raise ValueError(f"tilemap kernel: {text}")
+    raise error_from_status(STATUS_NAMES.get(int(status), "TM_UNKNOWN"), int(status),
+                            f"tilemap kernel: {text}")
 
 
 def n_types(int mode, int n_classes):
@@ -63,11 +70,11 @@ def convert(const int32_t[:, :, ::1] grids, TileSpec spec, int mode, int chunk,
     cdef tm_status status
     cdef int32_t t
     if nt < 0:
-        raise ValueError(f"unknown tilemap mode code {mode}")
+        raise UsageError(f"unknown tilemap mode code {mode}")
     if crops.shape[0] != n or crops.shape[1] != 4:
-        raise ValueError(f"crops must have shape ({n}, 4), got ({crops.shape[0]}, {crops.shape[1]})")
+        raise UsageError(f"crops must have shape ({n}, 4), got ({crops.shape[0]}, {crops.shape[1]})")
     if with_rel and (refs.shape[0] != n or refs.shape[1] != 2):
-        raise ValueError(f"refs must have shape ({n}, 2), got ({refs.shape[0]}, {refs.shape[1]})")
+        raise UsageError(f"refs must have shape ({n}, 2), got ({refs.shape[0]}, {refs.shape[1]})")
     cdef const int32_t *crops_ptr = &crops[0, 0] if n else NULL
     cdef float no_refs[2]  # with_rel and n == 0: a valid pointer that is never read
     cdef const float *refs_ptr = NULL
@@ -78,7 +85,7 @@ def convert(const int32_t[:, :, ::1] grids, TileSpec spec, int mode, int chunk,
     with nogil:
         scratch_size = tm_scratch_size(n, crops_ptr)
     if scratch_size < 0:
-        raise ValueError(f"invalid crop: widths and heights must be in [0, {TM_MAX_CROP}]")
+        raise UsageError(f"invalid crop: widths and heights must be in [0, {TM_MAX_CROP}]")
     scratch_arr = np.empty(max(1, scratch_size), dtype=np.int8)
     cdef int8_t[::1] scratch = scratch_arr
     counts_arr = np.empty((n, nt), dtype=np.int64)

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from procgen_entities import _parser
-from procgen_entities.errors import STATUS_GAME, STATUS_SHAPE, MixedBatchError, StateDecodeError
+from procgen_entities.errors import MixedBatchError, StateDecodeError
 from procgen_entities.games import ENTITY_FIELDS, GAMES, Game, get_game
 
 __all__ = ["StateBatch", "parse_state", "parse_states", "game_spec", "entity_field_indices"]
@@ -240,12 +240,12 @@ def _columns_by_kind(
 def _mixed_batch_error(
     states: Sequence[BytesLike], game: Game, exc: StateDecodeError
 ) -> Optional[MixedBatchError]:
-    if exc.code == STATUS_SHAPE:
+    if exc.status == "PE_ERR_SHAPE":
         return MixedBatchError(
             f"state {exc.index} has a different grid size than state 0; "
             "a batch must hold one game in one distribution mode"
         )
-    if exc.code == STATUS_GAME:
+    if exc.status == "PE_ERR_GAME":
         try:
             other = _parser.read_game_name(states[exc.index])
         except StateDecodeError:

@@ -47,6 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from procgen_entities import _tilemap
+from procgen_entities.errors import UsageError
 from procgen_entities.games import SPACE_TILE, Game, get_game
 
 __all__ = [
@@ -96,13 +97,13 @@ class Window:
         """The cells procgen shows: the n x n cells (n = round(view_dim)) whose centres lie in
         ``center +- view_dim / 2``."""
         if not all(math.isfinite(v) for v in (center_x, center_y, view_dim)) or view_dim <= 0:
-            raise ValueError(
+            raise UsageError(
                 f"window needs finite center_x, center_y and view_dim > 0, got "
                 f"({center_x}, {center_y}, {view_dim})"
             )
         n = max(1, int(round(view_dim)))
         if n > _tilemap.MAX_CROP:
-            raise ValueError(f"view_dim {view_dim} is too large (at most {_tilemap.MAX_CROP})")
+            raise UsageError(f"view_dim {view_dim} is too large (at most {_tilemap.MAX_CROP})")
         return cls(
             x0=int(math.floor(center_x - n / 2 + 0.5)),
             y0=int(math.floor(center_y - n / 2 + 0.5)),
@@ -130,18 +131,18 @@ class _Tables:
 def _tables(game_name: str) -> _Tables:
     game = get_game(game_name)
     if not game.has_tilemap:
-        raise ValueError(
+        raise UsageError(
             f"{game.name} is an entity-only game: its grid is all empty space and it has no "
             "tile classes (games.py); use its entities instead"
         )
     classes = tuple(game.tiles)
     if len(classes) > _tilemap.MAX_CLASSES:
-        raise ValueError(f"{game.name}: more than {_tilemap.MAX_CLASSES} tile classes")
+        raise UsageError(f"{game.name}: more than {_tilemap.MAX_CLASSES} tile classes")
     lut = np.full(_LUT_SIZE, -1, dtype=np.int8)
     for c, ids in enumerate(game.tiles.values()):
         for tile_id in ids:
             if not 0 <= tile_id < _LUT_SIZE:
-                raise ValueError(f"{game.name}: tile id {tile_id} outside [0, {_LUT_SIZE})")
+                raise UsageError(f"{game.name}: tile id {tile_id} outside [0, {_LUT_SIZE})")
             lut[tile_id] = c
     oob = game.out_of_bounds_tile
     oob_class = int(lut[oob]) if 0 <= oob < _LUT_SIZE else -1
@@ -160,9 +161,9 @@ def _tables(game_name: str) -> _Tables:
 
 def _check_mode(tables: _Tables, mode: str) -> None:
     if mode not in MODES:
-        raise ValueError(f"unknown tilemap mode {mode!r}; valid modes: {', '.join(MODES)}")
+        raise UsageError(f"unknown tilemap mode {mode!r}; valid modes: {', '.join(MODES)}")
     if mode == "columns" and tables.column_spec is None:
-        raise ValueError(
+        raise UsageError(
             f"'columns' mode is for platformers ({', '.join(COLUMN_TERRAIN)}), not "
             f"{tables.game.name}"
         )
@@ -172,7 +173,7 @@ def _check_chunk(chunk: int) -> int:
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)):
         raise TypeError(f"chunk must be an int, got {type(chunk).__name__}")
     if not 1 <= chunk <= _tilemap.MAX_CROP:
-        raise ValueError(f"chunk must be in [1, {_tilemap.MAX_CROP}], got {chunk}")
+        raise UsageError(f"chunk must be in [1, {_tilemap.MAX_CROP}], got {chunk}")
     return int(chunk)
 
 
@@ -217,10 +218,10 @@ def _as_grids(grids: np.ndarray, ndim: int, what: str) -> np.ndarray:
     if grids.dtype.kind not in "iu":
         raise TypeError(f"{what} must have an integer dtype, got {grids.dtype}")
     if grids.ndim != ndim:
-        raise ValueError(f"{what} must be {ndim}-D, got shape {grids.shape}")
+        raise UsageError(f"{what} must be {ndim}-D, got shape {grids.shape}")
     if grids.dtype != np.int32:
         if grids.size and (grids.min() < -(2**31) or grids.max() >= 2**31):
-            raise ValueError(f"{what} has tile ids outside the int32 range")
+            raise UsageError(f"{what} has tile ids outside the int32 range")
         grids = grids.astype(np.int32)
     return np.ascontiguousarray(grids)
 
@@ -265,12 +266,12 @@ class CameraConverter:
         """Place the windows; returns the crops [n, 4] = (x0, y0, w, h): only rows
         [y0, y0 + h) of each grid are read by ``convert``."""
         if not (np.isfinite(view_dim).all() and (view_dim > 0).all()):
-            raise ValueError("windows need finite center_x, center_y and view_dim > 0")
+            raise UsageError("windows need finite center_x, center_y and view_dim > 0")
         if not (np.isfinite(center_x).all() and np.isfinite(center_y).all()):
-            raise ValueError("windows need finite center_x, center_y and view_dim > 0")
+            raise UsageError("windows need finite center_x, center_y and view_dim > 0")
         camera_crops(center_x, center_y, view_dim, self.crops, self.refs)
         if (self.crops[:, 2] > _tilemap.MAX_CROP).any():
-            raise ValueError(f"window sizes must be in [0, {_tilemap.MAX_CROP}] cells")
+            raise UsageError(f"window sizes must be in [0, {_tilemap.MAX_CROP}] cells")
         return self.crops
 
     def convert(
@@ -292,18 +293,18 @@ def _crops(
     if len(windows) and isinstance(windows[0], Window):
         objects = [w for w in windows if isinstance(w, Window)]
         if len(windows) != n or len(objects) != n:
-            raise ValueError(f"windows must be {n} Window objects")
+            raise UsageError(f"windows must be {n} Window objects")
         crops = np.array([(w.x0, w.y0, w.width, w.height) for w in objects], dtype=np.int64)
         refs = np.array([(w.ref_x, w.ref_y) for w in objects], dtype=np.float32)
     else:
         arr = np.asarray(windows, dtype=np.float64)
         if arr.shape != (n, 3):
-            raise ValueError(
+            raise UsageError(
                 f"windows must have shape ({n}, 3) = (center_x, center_y, view_dim) per grid, "
                 f"got {arr.shape}"
             )
         if not np.isfinite(arr).all() or (arr[:, 2] <= 0).any():
-            raise ValueError("windows need finite center_x, center_y and view_dim > 0")
+            raise UsageError("windows need finite center_x, center_y and view_dim > 0")
         crops = np.empty((n, 4), dtype=np.int64)
         refs = np.empty((n, 2), dtype=np.float32)
         camera_crops(arr[:, 0], arr[:, 1], arr[:, 2], crops, refs)
@@ -312,7 +313,7 @@ def _crops(
         (crops[:, 2:] < 0).any() or (crops[:, 2:] > limit).any()
         or (np.abs(crops[:, :2]) > 2**30).any()
     ):  # fmt: skip
-        raise ValueError(f"window sizes must be in [0, {limit}] cells and offsets below 2**30")
+        raise UsageError(f"window sizes must be in [0, {limit}] cells and offsets below 2**30")
     return np.ascontiguousarray(crops, dtype=np.int32), np.ascontiguousarray(refs)
 
 
@@ -412,7 +413,7 @@ def _cells(values: np.ndarray, origin: int, size: int, what: str, offset: float)
     idx = values - offset - origin
     cells = np.rint(idx).astype(np.int64)
     if (np.abs(idx - cells) > 1e-3).any() or (cells < 0).any() or (cells >= size).any():
-        raise ValueError(f"{what} values do not lie on cells of the requested shape")
+        raise UsageError(f"{what} values do not lie on cells of the requested shape")
     return cells
 
 
@@ -432,31 +433,31 @@ def entities_to_tilemap(
     tables = _tables(game)
     _check_mode(tables, mode)
     if mode not in LOSSLESS_MODES:
-        raise ValueError(
+        raise UsageError(
             f"mode {mode!r} is lossy; only {', '.join(LOSSLESS_MODES)} can be inverted"
         )
     if (
         not isinstance(shape, (tuple, list)) or len(shape) != 2
         or not all(isinstance(s, (int, np.integer)) and s >= 0 for s in shape)
     ):  # fmt: skip
-        raise ValueError(f"shape must be (height, width) with non-negative ints, got {shape!r}")
+        raise UsageError(f"shape must be (height, width) with non-negative ints, got {shape!r}")
     h, w = int(shape[0]), int(shape[1])
     crop = _crop_of(window)
     x0, y0 = (crop.x0, crop.y0) if crop is not None else (0, 0)
     if crop is not None and (crop.height, crop.width) != (h, w):
-        raise ValueError(
+        raise UsageError(
             f"shape {shape} differs from the window's crop ({crop.height}, {crop.width})"
         )
     features = dict(_features(tables.game.name, mode, crop is not None))
     unknown = set(entities) - set(features)
     if unknown:
-        raise ValueError(f"unknown entity types for {game} {mode}: {sorted(unknown)}")
+        raise UsageError(f"unknown entity types for {game} {mode}: {sorted(unknown)}")
     reps = tables.representatives
     out = np.full((h, w), SPACE_TILE, dtype=np.int32)
     for name, feats in features.items():
         rows = np.asarray(entities.get(name, np.empty((0, len(feats)), np.float32)))
         if rows.ndim != 2 or rows.shape[1] != len(feats):
-            raise ValueError(f"{name}: expected [n, {len(feats)}] features, got {rows.shape}")
+            raise UsageError(f"{name}: expected [n, {len(feats)}] features, got {rows.shape}")
         if not len(rows):
             continue
         if name == "Column":
@@ -465,7 +466,7 @@ def entities_to_tilemap(
             tops = _cells(rows[:, 1], y0, h + 1, "Column height", 0.0)
             lava = np.rint(rows[:, 3]).astype(np.int64)
             if (lava < 0).any() or (lava > tops).any():
-                raise ValueError("Column lava_depth outside [0, stack height]")
+                raise UsageError("Column lava_depth outside [0, stack height]")
             base_rep = reps[tables.classes.index(base)]
             top_rep = reps[tables.classes.index(top)] if top is not None else SPACE_TILE
             for c, t, d in zip(cols, tops, lava):
@@ -480,7 +481,7 @@ def entities_to_tilemap(
         widths = np.rint(rows[:, 2]).astype(np.int64)
         starts = _cells(rows[:, 0] - rows[:, 2] / 2, x0, w, f"{name} run start", 0.0)
         if (widths < 1).any() or (starts + widths > w).any():
-            raise ValueError(f"{name}: runs extend outside the requested shape")
+            raise UsageError(f"{name}: runs extend outside the requested shape")
         for y, s, n in zip(ys, starts, widths):
             out[y, s : s + n] = rep
     return out

@@ -1,4 +1,4 @@
-# Mirrors csrc/tilemap.h.
+# Mirrors csrc/tilemap.h (named apart from tilemap.py, the Python API).
 from libc.stdint cimport int8_t, int32_t, int64_t
 
 
