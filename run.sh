@@ -2,7 +2,8 @@
 # One entry point for a fresh machine. Creates .venv (Python 3.11), installs the package with
 # what the task needs, then runs it.
 #   bash run.sh demo [GAME]   the viewer on a live procgen level (default: coinrun)
-#   bash run.sh test          the whole test suite (plain build, then the parser tests under ASan+UBSan)
+#   bash run.sh test          the whole test suite (plain build), the parser tests against the built
+#                             wheel in a fresh venv, then the parser tests under ASan+UBSan
 #   bash run.sh train GAME    training with enn-trainer (installs the train extra first)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -26,7 +27,7 @@ install_package() {  # $1: extras, e.g. "[test]"
 }
 
 install_train() {
-    install_package "[test]"
+    install_package "[test,entity-gym]"
     PYTHON="$VENV/bin/python" bash docs/train-install.sh
 }
 
@@ -41,6 +42,7 @@ test)
     "$VENV/bin/ruff" check . && "$VENV/bin/ruff" format --check procgen_entities tests benchmarks tools
     "$VENV/bin/mypy"
     "$VENV/bin/python" -m pytest -p no:cacheprovider
+    bash .ci/wheel.sh "$VENV"
     bash .ci/sanitizers.sh "$VENV"
     ;;
 train)

@@ -40,7 +40,7 @@ echo "=== $(date) train-install.sh with $("$PY" -c 'import sys; print(sys.execut
 #    No constraints file here: with one, pip refuses the already installed entity-gym (it
 #    declares python<3.11); the extra and the project pin torch, python-ron and numpy<2 themselves.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$PY" -m pip install -q -e "$ROOT[train]" 2>&1 | { grep -v "is ignored: it is neither" || true; } | tee -a "$LOG"
+"$PY" -m pip install -q -e "$ROOT[train,entity-gym]" 2>&1 | { grep -v "is ignored: it is neither" || true; } | tee -a "$LOG"
 "$PY" -c 'import torch, sys; sys.exit("torch is a CUDA build; install the +cpu wheel" if torch.version.cuda else 0)'
 
 # 2. torch-scatter: source build against the installed torch (no PyPI wheels for torch 2.13).
