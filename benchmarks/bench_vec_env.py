@@ -24,8 +24,8 @@ from typing import Any, Callable, Dict, List
 import numpy as np
 from ragged_buffer import RaggedBufferI64
 
+from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
 from procgen_entities.procgen_envs import make_procgen_env
-from procgen_entities.vec_env import ProcgenVecEnv
 
 TRAINING_OBS: Dict[str, Dict[str, Any]] = {"coinrun": {"tilemap": "columns"}}
 
@@ -103,7 +103,7 @@ def bench_game(game: str, n: int, steps: int, repeats: int, seed_style: bool) ->
     if seed_style:
         from entity_gym.env import EnvList
 
-        from procgen_entities.baselines import SeedStyleEnv
+        from procgen_entities.entity_gym.baselines import SeedStyleEnv
 
         seed_env = EnvList(lambda: SeedStyleEnv(game, 0), n)
         seed_space = seed_env.obs_space()

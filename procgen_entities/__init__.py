@@ -12,11 +12,10 @@ from procgen_entities.parse import StateBatch, parse_state, parse_states
 from procgen_entities.tilemap import entities_to_tilemap, tilemap_features, tilemap_to_entities
 
 if TYPE_CHECKING:
-    from procgen_entities.env import ProcgenEnv
-    from procgen_entities.vec_env import ProcgenVecEnv
+    from procgen_entities.entity_gym import ProcgenEnv, ProcgenVecEnv
 
 #: Names served lazily (they import entity-gym and ragged-buffer).
-_ADAPTERS = {"ProcgenEnv": "procgen_entities.env", "ProcgenVecEnv": "procgen_entities.vec_env"}
+_ADAPTERS = {name: "procgen_entities.entity_gym" for name in ("ProcgenEnv", "ProcgenVecEnv")}
 
 
 def __getattr__(name: str) -> Any:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from procgen_entities.plot import load_run, summary_table
+from procgen_entities.tools.plot import load_run, summary_table
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 RUNS = sorted((DOCS / "runs").glob("*.jsonl.gz"))

@@ -26,9 +26,9 @@ from procgen_entities.engine.layout import (
     layout_from_table,
     load_known_layout,
 )
+from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
 from procgen_entities.games import get_game
 from procgen_entities.procgen_envs import make_procgen_env, valid_modes
-from procgen_entities.vec_env import ProcgenVecEnv
 
 pytestmark = pytest.mark.live
 

@@ -53,7 +53,7 @@ def test_core_imports_without_entity_gym() -> None:
 def test_procgen_env_passes_entity_gyms_validator(game: str) -> None:
     from entity_gym.env import GlobalCategoricalAction, ValidatingEnv
 
-    from procgen_entities.env import ProcgenEnv
+    from procgen_entities.entity_gym.env import ProcgenEnv
 
     env = ValidatingEnv(ProcgenEnv(game, seed=3, relative_positions=True))
     obs = env.reset()
@@ -104,7 +104,7 @@ def test_fill_after_a_failed_collect_reads_nothing() -> None:
     """A collect that fails (here: coinrun states collected as ninja) leaves every state marked
     failed; fill, count and gather then write zeros instead of following a broken layout."""
     from procgen_entities import _collector
-    from procgen_entities.adapters import EntityPlan, observation_space
+    from procgen_entities.entity_gym.observation import EntityPlan, observation_space
     from procgen_entities.games import get_game
     from procgen_entities.parse import game_spec
     from procgen_entities.procgen_envs import make_procgen_env

@@ -14,8 +14,8 @@ from conftest import prefix_offsets
 from ragged_buffer import RaggedBufferI64
 
 from procgen_entities import StateDecodeError
+from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
 from procgen_entities.errors import MixedBatchError
-from procgen_entities.vec_env import ProcgenVecEnv
 
 pytestmark = pytest.mark.live
 

@@ -15,8 +15,8 @@ from entity_gym.env import Entity, ObsSpace, VecObs
 from ragged_buffer import RaggedBufferI64
 
 from procgen_entities import GAME_NAMES, GAMES, parse_states
-from procgen_entities.adapters import ACTION_LABELS, GLOBAL_ENTITY
-from procgen_entities.vec_env import ProcgenVecEnv
+from procgen_entities.entity_gym.observation import ACTION_LABELS, GLOBAL_ENTITY
+from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
 
 OBS_SPACES = Path(__file__).parent / "data" / "obs_spaces.json"
 
@@ -245,7 +245,7 @@ def test_without_tilemap_the_grid_is_not_read() -> None:
 def test_env_factory_seeds_and_overrides() -> None:
     from types import SimpleNamespace
 
-    from procgen_entities.factory import env_factory
+    from procgen_entities.entity_gym.factory import env_factory
 
     make = env_factory("bigfish", seed=5, distribution_mode="easy")
     train_env = make(SimpleNamespace(kwargs='{"relative_positions": true}'), 3, 4, 0)

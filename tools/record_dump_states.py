@@ -13,8 +13,8 @@ import gzip
 import json
 import pathlib
 
-from procgen_entities.dump import record_state
 from procgen_entities.games import GAME_NAMES
+from procgen_entities.tools.dump import record_state
 
 OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "dump"
 

@@ -55,7 +55,7 @@ class Ranges:
 def rollout(game: str, mode: str, envs: int, steps: int, ranges: Ranges) -> None:
     from ragged_buffer import RaggedBufferI64
 
-    from procgen_entities.vec_env import ProcgenVecEnv
+    from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
 
     seed = zlib.crc32(f"{game}/{mode}".encode())
     rng = np.random.default_rng(seed)

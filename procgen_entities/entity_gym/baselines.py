@@ -12,7 +12,7 @@ from typing import Any, Dict, Mapping
 import numpy as np
 from entity_gym.env import Environment, GlobalCategoricalActionMask, Observation, ObsSpace
 
-from procgen_entities.adapters import (
+from procgen_entities.entity_gym.observation import (
     VECTOR_HEAD_ITEMS,
     StepValues,
     action_space,

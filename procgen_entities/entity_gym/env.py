@@ -22,8 +22,8 @@ from entity_gym.env import (
 )
 from ragged_buffer import RaggedBufferI64
 
-from procgen_entities.adapters import ACTION_NAME, GLOBAL_ENTITY
-from procgen_entities.vec_env import ProcgenVecEnv
+from procgen_entities.entity_gym.observation import ACTION_NAME, GLOBAL_ENTITY
+from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
 
 __all__ = ["ProcgenEnv"]
 

@@ -25,7 +25,8 @@ from entity_gym.env.vec_env import Metric, VecActionMask, VecCategoricalActionMa
 from ragged_buffer import RaggedBufferF32, RaggedBufferI64
 
 from procgen_entities import _collector
-from procgen_entities.adapters import (
+from procgen_entities.engine import ENGINES, bind_engine
+from procgen_entities.entity_gym.observation import (
     ACTION_NAME,
     GLOBAL_ENTITY,
     VECTOR_HEAD_ITEMS,
@@ -36,7 +37,6 @@ from procgen_entities.adapters import (
     global_features,
     observation_space,
 )
-from procgen_entities.engine import ENGINES, bind_engine
 from procgen_entities.games import Game, get_game
 from procgen_entities.parse import SCALAR_NAMES, StateBatch, game_spec, parse_states
 from procgen_entities.procgen_envs import make_procgen_env

@@ -1,0 +1,174 @@
+"""Learning curves from training metrics.
+
+    python -m procgen_entities.plot METRICS.jsonl ... -o OUT.png [--table]
+
+
+Each metrics file (written by procgen_entities.train) becomes one curve: mean episodic return
+over a sliding window of finished episodes against env steps, with the game's R_min and R_max
+from the procgen paper drawn as dashed lines, one panel per game. ``--table`` prints a markdown
+table of the final numbers (mean return of the last 10% of episodes, normalised score,
+level_complete rate, steps/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+__all__ = ["Run", "load_run", "plot_runs", "summary_table", "main"]
+
+
+@dataclass
+class Run:
+    path: Path
+    meta: Dict[str, Any]
+    steps: np.ndarray  # env step at which each episode finished
+    returns: np.ndarray
+    complete: np.ndarray  # level_complete per episode (bool)
+    steps_per_second: float  # over the whole run
+
+    @property
+    def label(self) -> str:
+        meta = self.meta
+        tiles = meta.get("tilemap") or "no tilemap"
+        return f"{meta.get('game')} ({meta.get('env', 'fast')}, {tiles}, seed {meta.get('seed')})"
+
+
+def load_run(path: Path) -> Run:
+    meta: Dict[str, Any] = {}
+    episodes: List[Dict[str, Any]] = []
+    sps = float("nan")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        for line in f:
+            record = json.loads(line)
+            kind = record.get("kind")
+            if kind == "run":
+                meta = record
+            elif kind == "episode":
+                episodes.append(record)
+            elif kind == "update":
+                sps = float(record["steps_per_second"])
+    if not meta:
+        raise ValueError(f"{path}: not a metrics file of procgen_entities.train (no run record)")
+    return Run(
+        path=path,
+        meta=meta,
+        steps=np.array([e["step"] for e in episodes], dtype=np.int64),
+        returns=np.array([e["return"] for e in episodes], dtype=np.float64),
+        complete=np.array(
+            [
+                np.nan if e["level_complete"] is None else float(e["level_complete"])
+                for e in episodes
+            ],
+            dtype=np.float64,
+        ),
+        steps_per_second=sps,
+    )
+
+
+def smooth(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing mean over up to `window` values."""
+    if len(values) == 0:
+        return values
+    cumsum = np.concatenate(([0.0], np.cumsum(values)))
+    idx = np.arange(1, len(values) + 1)
+    start = np.maximum(idx - window, 0)
+    return (cumsum[idx] - cumsum[start]) / (idx - start)
+
+
+def final_stats(run: Run, fraction: float = 0.1) -> Dict[str, float]:
+    n = max(1, int(len(run.returns) * fraction))
+    mean_return = float(run.returns[-n:].mean()) if len(run.returns) else float("nan")
+    r_min, r_max = run.meta.get("r_min", 0.0), run.meta.get("r_max", 10.0)
+    return {
+        "episodes": float(len(run.returns)),
+        "steps": float(run.steps[-1]) if len(run.steps) else 0.0,
+        "mean_return": mean_return,
+        "normalised": (mean_return - r_min) / (r_max - r_min),
+        "level_complete": _nanmean(run.complete[-n:]),
+        "steps_per_second": run.steps_per_second,
+    }
+
+
+def _percent(value: float) -> str:
+    return "n/a" if np.isnan(value) else f"{value:.0%}"
+
+
+def _nanmean(values: np.ndarray) -> float:
+    known = values[~np.isnan(values)]
+    return float(known.mean()) if len(known) else float("nan")
+
+
+def summary_table(runs: Sequence[Run]) -> str:
+    lines = [
+        "| run | env steps | episodes | mean return (last 10%) | R_min / R_max | normalised | "
+        "level complete | steps/s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        s = final_stats(run)
+        lines.append(
+            f"| {run.label} | {s['steps']:,.0f} | {s['episodes']:,.0f} | {s['mean_return']:.2f} | "
+            f"{run.meta.get('r_min')} / {run.meta.get('r_max')} | {s['normalised']:.2f} | "
+            f"{_percent(s['level_complete'])} | {s['steps_per_second']:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def plot_runs(runs: Sequence[Run], out: Path, window: int = 500) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    games = list(dict.fromkeys(str(r.meta.get("game")) for r in runs))
+    fig, axes = plt.subplots(1, len(games), figsize=(5 * len(games), 3.6), squeeze=False)
+    for ax, game in zip(axes[0], games):
+        game_runs = [r for r in runs if r.meta.get("game") == game]
+        for run in game_runs:
+            ax.plot(run.steps, smooth(run.returns, window), label=run.label, lw=1.5)
+        meta = game_runs[0].meta
+        ax.axhline(meta.get("r_min", 0.0), ls="--", c="grey", lw=1, label="R_min")
+        ax.axhline(meta.get("r_max", 10.0), ls="--", c="black", lw=1, label="R_max")
+        ax.set_title(f"{game} (easy)")
+        ax.set_xlabel("env steps")
+        ax.set_ylabel(f"episodic return (mean of last {window} episodes)")
+        ax.legend(fontsize=7, loc="lower right")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m procgen_entities.plot", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("metrics", nargs="+", type=Path, help="metrics.jsonl files (or .jsonl.gz)")
+    parser.add_argument("-o", "--out", type=Path, default=Path("learning-curves.png"))
+    parser.add_argument("--window", type=int, default=500, help="episodes to average over")
+    parser.add_argument("--table", action="store_true", help="also print a markdown table")
+    args = parser.parse_args(argv)
+    try:
+        runs = [load_run(p) for p in args.metrics]
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    plot_runs(runs, args.out, args.window)
+    print(f"wrote {args.out}")
+    if args.table:
+        print(summary_table(runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

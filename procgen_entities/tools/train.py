@@ -1,0 +1,309 @@
+"""Train RogueNet with enn-trainer (PPO) on ProcgenVecEnv.
+
+    python -m procgen_entities.train GAME [--smoke] [--steps N] [--minutes M] [--seed S]
+                                          [--env fast|seed-style] [--out DIR] [OVERRIDES ...]
+
+OVERRIDES are enn-trainer fields as ``a.b=value`` (``optim.lr=3e-4 net.d_model=128``).
+Each run writes DIR/metrics.jsonl: one line per finished episode (``"kind": "episode"``: global
+step, return, length, level_complete) and one per update (``"kind": "update"``: step, steps/s,
+mean episodic return of the update). ``python -m procgen_entities.plot`` turns these into curves.
+Needs the train extra (docs/train-install.sh, or ``bash run.sh train GAME``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, TextIO
+
+import numpy as np
+from entity_gym.env import ObsSpace, VecEnv, VecObs
+from ragged_buffer import RaggedBufferI64
+
+from procgen_entities.games import get_game
+
+__all__ = ["GameDefaults", "DEFAULTS", "EpisodeLogger", "main", "trainer_overrides"]
+
+
+@dataclass(frozen=True)
+class GameDefaults:
+    """What suits a game: its tilemap mode and procgen options. R_min/R_max are the procgen
+    paper's normalisation constants (easy mode)."""
+
+    tilemap: Optional[str]
+    r_min: float
+    r_max: float
+    env_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+DEFAULTS: Dict[str, GameDefaults] = {
+    # coinrun's terrain is a height profile: columns, with floating platforms as runs.
+    "coinrun": GameDefaults(tilemap="columns", r_min=5.0, r_max=10.0),
+    # ninja and climber are platforms at many heights: runs.
+    "ninja": GameDefaults(tilemap="runs", r_min=3.5, r_max=10.0),
+    "climber": GameDefaults(tilemap="runs", r_min=2.0, r_max=12.6),
+}
+
+#: PPO settings after the procgen paper (64 envs, gamma .999, lambda .95, lr 5e-4, entropy .01),
+#: scaled for a 2-core CPU: 64-step rollouts, 2 epochs, a one-layer d_model 32 transformer
+#: (d_model 64 / 2 layers / 3 epochs trained at 565 steps/s here, this at ~2,400).
+BASE_OVERRIDES = [
+    "cuda=false",
+    "rollout.num_envs=64",
+    "rollout.steps=64",
+    "rollout.processes=1",
+    "optim.bs=1024",
+    "optim.update_epochs=2",
+    "optim.lr=5e-4",
+    "optim.max_grad_norm=0.5",
+    "ppo.gamma=0.999",
+    "ppo.gae_lambda=0.95",
+    "ppo.ent_coef=0.01",
+    "net.d_model=32",
+    "net.n_layer=1",
+    "net.n_head=2",
+    "net.d_qk=16",
+]
+SMOKE_OVERRIDES = [
+    "rollout.num_envs=16",
+    "rollout.steps=32",
+    "optim.bs=256",
+    "optim.update_epochs=1",
+]
+SMOKE_STEPS = 4096
+
+
+def trainer_overrides(game: str, steps: int, seed: int, smoke: bool, extra: List[str]) -> List[str]:
+    overrides = list(BASE_OVERRIDES) + (SMOKE_OVERRIDES if smoke else [])
+    overrides += [f"total_timesteps={steps}", f"seed={seed}", f"name={game}", "track=false"]
+    overrides.append(f"env.id=procgen-{game}")  # names the TensorBoard run
+    return overrides + list(extra)  # the user's overrides win
+
+
+class EpisodeLogger(VecEnv):
+    """A pass-through VecEnv that writes every finished episode to a JSONL file."""
+
+    def __init__(self, env: VecEnv, out: TextIO) -> None:
+        self.env = env
+        self.out = out
+        self.returns = np.zeros(len(env), dtype=np.float64)
+        self.lengths = np.zeros(len(env), dtype=np.int64)
+        self.steps = 0
+        self.recent: List[float] = []
+
+    def obs_space(self) -> ObsSpace:
+        return self.env.obs_space()
+
+    def action_space(self) -> Dict[str, Any]:
+        return self.env.action_space()
+
+    def reset(self, obs_config: ObsSpace) -> VecObs:
+        self.returns[:] = 0
+        self.lengths[:] = 0
+        return self.env.reset(obs_config)
+
+    def act(self, actions: Mapping[str, RaggedBufferI64], obs_filter: ObsSpace) -> VecObs:
+        obs = self.env.act(actions, obs_filter)
+        self.steps += len(self.env)
+        self.returns += obs.reward
+        self.lengths += 1
+        for i in np.flatnonzero(obs.done):
+            # A procgen episode succeeds exactly when it pays the level's completion reward;
+            # level_complete is read from the state by the vec env when available.
+            complete = getattr(self.env, "last_level_complete", None)
+            record = {
+                "kind": "episode",
+                "step": self.steps,
+                "return": float(self.returns[i]),
+                "length": int(self.lengths[i]),
+                "level_complete": bool(complete[i]) if complete is not None else None,
+            }
+            self.out.write(json.dumps(record) + "\n")
+            self.recent.append(float(self.returns[i]))
+            self.returns[i] = 0
+            self.lengths[i] = 0
+        return obs
+
+    def render(self, **kwargs: Any) -> Any:
+        return self.env.render(**kwargs)
+
+    def __len__(self) -> int:
+        return len(self.env)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def make_env(kind: str, game: str, num_envs: int, seed: int, defaults: GameDefaults) -> VecEnv:
+    from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
+
+    options: Dict[str, Any] = {"distribution_mode": "easy", **defaults.env_options}
+    if kind == "fast":
+        return ProcgenVecEnv(
+            game, num_envs, seed=seed, relative_positions=True, tilemap=defaults.tilemap,
+            **options,
+        )  # fmt: skip
+    if kind == "seed-style":
+        if defaults.tilemap:
+            raise ValueError("the seed-style env has no tilemap entities: pass --tilemap none")
+        from entity_gym.env import EnvList
+
+        from procgen_entities.entity_gym.baselines import SeedStyleEnv
+
+        seeds = iter(range(seed, seed + num_envs))  # one procgen per env: give each its own levels
+        return EnvList(lambda: SeedStyleEnv(game, next(seeds), **options), num_envs)
+    raise ValueError(f"unknown env kind {kind!r}; valid: fast, seed-style")
+
+
+def run_random_policy(env: EpisodeLogger, steps: int, metrics: TextIO, bar: Any, seed: int) -> None:
+    """Uniformly random actions for `steps` env steps, logged like a training run."""
+    rng = np.random.default_rng(seed)
+    space = env.obs_space()
+    n = len(env)
+    ones = np.ones(n, dtype=np.int64)
+    started = time.perf_counter()
+    env.reset(space)
+    try:
+        while env.steps < steps:
+            for _ in range(64):
+                chosen = rng.integers(0, 15, size=(n, 1))
+                env.act({"move": RaggedBufferI64.from_flattened(chosen, ones)}, space)
+            elapsed = time.perf_counter() - started
+            record = {
+                "kind": "update", "step": env.steps, "seconds": round(elapsed, 2),
+                "steps_per_second": round(env.steps / max(elapsed, 1e-9), 1),
+                "mean_return": float(np.mean(env.recent)) if env.recent else None,
+                "episodes": len(env.recent),
+            }  # fmt: skip
+            metrics.write(json.dumps(record) + "\n")
+            env.recent = []
+            bar.update(env.steps - bar.n)
+    finally:
+        env.close()
+
+
+def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m procgen_entities.train", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("game", help=f"one of {', '.join(DEFAULTS)} (others run with no tilemap)")
+    parser.add_argument("--smoke", action="store_true", help="a tiny run (< 2 minutes)")
+    parser.add_argument("--steps", type=int, default=2_000_000, help="total env steps")
+    parser.add_argument("--minutes", type=float, default=None, help="stop after this long")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--env", default="fast", choices=["fast", "seed-style"])
+    parser.add_argument(
+        "--tilemap",
+        default="default",
+        choices=["default", "none", "tiles", "runs", "columns", "chunks"],
+        help="tilemap entities (default: the game's; seed-style envs have none)",
+    )
+    parser.add_argument("--out", default=None, help="run folder (default runs/GAME-SEED-TIME)")
+    parser.add_argument(
+        "--random-policy", action="store_true",
+        help="no training: uniformly random actions in the same env, as a baseline curve",
+    )  # fmt: skip
+    parser.add_argument("overrides", nargs="*", help="enn-trainer fields: a.b=value")
+    return parser.parse_intermixed_args(argv)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    try:
+        get_game(args.game)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    bad = [o for o in args.overrides if "=" not in o]
+    if bad:
+        print(f"error: overrides must look like field.path=value, got {bad}", file=sys.stderr)
+        return 2
+    # One torch thread: the env's own threads need the other core (2-8x faster measured here).
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+    from enn_trainer import State, TrainConfig, init_train_state, train
+    from hyperstate import StateManager
+    from tqdm import tqdm
+
+    torch.set_num_threads(1)
+    defaults = DEFAULTS.get(args.game, GameDefaults(tilemap=None, r_min=0.0, r_max=10.0))
+    if args.tilemap != "default":
+        tilemap = None if args.tilemap == "none" else args.tilemap
+        defaults = GameDefaults(tilemap, defaults.r_min, defaults.r_max, defaults.env_options)
+    steps = SMOKE_STEPS if args.smoke else args.steps
+    out_dir = Path(args.out or f"runs/{args.game}-{args.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    overrides = trainer_overrides(args.game, steps, args.seed, args.smoke, args.overrides)
+    overrides.append(f"data_dir={out_dir}")  # str fields are taken verbatim (no quotes)
+    if args.minutes:
+        overrides.append(f"max_train_time={int(args.minutes * 60)}")
+    metrics = open(out_dir / "metrics.jsonl", "w", buffering=1)
+    meta = {
+        "kind": "run", "game": args.game, "seed": args.seed,
+        "env": args.env + (", random policy" if args.random_policy else ""),
+        "tilemap": defaults.tilemap, "r_min": defaults.r_min, "r_max": defaults.r_max,
+        "overrides": overrides,
+    }  # fmt: skip
+    metrics.write(json.dumps(meta) + "\n")
+    loggers: List[EpisodeLogger] = []
+
+    def factory(cfg: Any, num_envs: int, processes: int, first_env_index: int) -> EpisodeLogger:
+        # first_env_index is not a seed (always 0 without xprun): seed from the run instead.
+        env = EpisodeLogger(
+            make_env(args.env, args.game, num_envs, args.seed + 1000 * len(loggers), defaults),
+            metrics,
+        )
+        loggers.append(env)
+        return env
+
+    bar = tqdm(total=steps, unit="step", desc=f"{args.game} ({args.env})", file=sys.stderr)
+    if args.random_policy:
+        try:
+            run_random_policy(factory(None, 64, 1, 0), steps, metrics, bar, args.seed)
+        finally:
+            bar.close()
+            metrics.close()
+        print(f"metrics: {out_dir / 'metrics.jsonl'}")
+        return 0
+    started = time.perf_counter()
+
+    class Progress(StateManager):  # type: ignore[misc]
+        """enn-trainer calls step() once per update, after logging."""
+
+        def step(self) -> None:
+            super().step()
+            done = loggers[0].steps if loggers else 0
+            elapsed = time.perf_counter() - started
+            recent = loggers[0].recent if loggers else []
+            record = {
+                "kind": "update", "step": done, "seconds": round(elapsed, 2),
+                "steps_per_second": round(done / max(elapsed, 1e-9), 1),
+                "mean_return": float(np.mean(recent)) if recent else None,
+                "episodes": len(recent),
+            }  # fmt: skip
+            metrics.write(json.dumps(record) + "\n")
+            if loggers:
+                loggers[0].recent = []
+            bar.update(done - bar.n)
+            if recent:
+                bar.set_postfix(
+                    ret=f"{np.mean(recent):.2f}", sps=f"{record['steps_per_second']:.0f}"
+                )
+
+    sm = Progress(TrainConfig, State, init_train_state, init_path=None, overrides=overrides)
+    try:
+        train(sm, factory)
+    finally:
+        bar.close()
+        metrics.close()
+    print(f"metrics: {out_dir / 'metrics.jsonl'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
