@@ -241,17 +241,7 @@ typedef struct {
 static void write_and_measure(pe_state_set *set, int64_t i, const pe_live_spec *spec, void *game,
                               const pe_game_spec *game_spec) {
     int64_t written = pe_live_write(spec, game, set->buffers[i], set->capacity);
-    if (written < 0) {
-        set->lengths[i] = 0;
-        set->status[i] = PE_ERR_TRUNCATED;
-        set->errors[i].status = PE_ERR_TRUNCATED;
-        set->errors[i].offset = 0;
-        set->errors[i].field = "live game";
-        return;
-    }
-    set->lengths[i] = written;
-    set->status[i] = pe_measure(set->buffers[i], written, game_spec, &set->layouts[i],
-                                &set->errors[i]);
+    pe_state_set_accept(set, i, written, game_spec, "live game");
 }
 
 static void step_one(void *raw, int64_t k) {

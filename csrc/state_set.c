@@ -57,22 +57,26 @@ typedef struct {
     const pe_game_spec *spec;
 } collect_job;
 
-static void collect_one(void *raw, int64_t k) {
-    collect_job *job = (collect_job *)raw;
-    pe_state_set *set = job->set;
-    int64_t i = job->first + k;
-    int written = job->get_state(job->env, (int)k, (char *)set->buffers[i], (int)set->capacity);
+void pe_state_set_accept(pe_state_set *set, int64_t i, int64_t written, const pe_game_spec *spec,
+                         const char *source) {
     if (written < 0 || written > set->capacity) {
         set->lengths[i] = 0;
         set->status[i] = PE_ERR_TRUNCATED;
         set->errors[i].status = PE_ERR_TRUNCATED;
         set->errors[i].offset = 0;
-        set->errors[i].field = "get_state";
+        set->errors[i].field = source;
         return;
     }
     set->lengths[i] = written;
-    set->status[i] = pe_measure(set->buffers[i], written, job->spec, &set->layouts[i],
-                                &set->errors[i]);
+    set->status[i] = pe_measure(set->buffers[i], written, spec, &set->layouts[i], &set->errors[i]);
+}
+
+static void collect_one(void *raw, int64_t k) {
+    collect_job *job = (collect_job *)raw;
+    pe_state_set *set = job->set;
+    int64_t i = job->first + k;
+    int written = job->get_state(job->env, (int)k, (char *)set->buffers[i], (int)set->capacity);
+    pe_state_set_accept(set, i, written, job->spec, "get_state");
 }
 
 pe_status pe_collect(pe_pool *pool, pe_get_state_fn get_state, void *env, int32_t count,

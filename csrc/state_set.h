@@ -37,6 +37,12 @@ typedef struct {
 pe_state_set *pe_state_set_create(int64_t n, int64_t capacity);
 void pe_state_set_destroy(pe_state_set *set);
 
+/* Record that `written` bytes of a state were written into slot i (negative or more than the
+ * capacity: the writer `source` failed), and measure them: the slot's status says whether
+ * anything may read it. */
+void pe_state_set_accept(pe_state_set *set, int64_t i, int64_t written, const pe_game_spec *spec,
+                         const char *source);
+
 /* get_state(env, k) for k in [0, count) into set slot first + k, then pe_measure, in parallel.
  * Returns PE_OK, or the status of the lowest failing slot (its index in *bad_index). */
 pe_status pe_collect(pe_pool *pool, pe_get_state_fn get_state, void *env, int32_t count,

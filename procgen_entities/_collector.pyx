@@ -158,15 +158,6 @@ cdef class LiveGames:
             for k in range(source.n_games):
                 pe_live_observe(&self.spec, source.games[k])
 
-    def prepare(self, int group):
-        """Recompute each game's camera (after procgen reset it without rendering)."""
-        self._check_group(group)
-        cdef pe_live_source *source = self._source(group)
-        cdef int64_t k
-        with nogil:
-            for k in range(source.n_games):
-                pe_live_prepare(&self.spec, source.games[k])
-
 
 cdef class StateCollector:
     """Per-env state buffers, a thread pool, and one entity plan."""
