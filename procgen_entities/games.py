@@ -80,6 +80,15 @@ class Game:
     #: set_state or later steps. Terms: a trailer scalar, len(trailer vector), grid.w, grid.h,
     #: grid.cells or an integer. Checked by the C parser (StateDecodeError naming it).
     invariants: tuple[str, ...] = ()
+    #: procgen's distribution modes for the game (procgen aborts the process for the others).
+    modes: tuple[str, ...] = ("easy", "hard")
+    #: Platformers' terrain for the tilemap "columns" mode: (class of a column's body, class that
+    #: may cap it or None).
+    column_terrain: tuple[str, str | None] | None = None
+    #: The procgen paper's R_min, R_max (easy mode) for normalised returns, where used here.
+    return_range: tuple[float, float] | None = None
+    #: The tilemap mode training uses (tools/train.py): the layout the terrain is best read in.
+    training_tilemap: str | None = None
 
     def __post_init__(self) -> None:
         for name, kind in self.trailer:
@@ -212,6 +221,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="caveflyer",
+        modes=("easy", "hard", "memory"),
         trailer=(),
         entity_types={
             0: "Player",
@@ -230,6 +240,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="chaser",
+        modes=("easy", "hard", "extreme"),
         invariants=("len(is_space_vec) == grid.cells",),
         trailer=(("free_cells", "vi"), ("is_space_vec", "vb"))
         + _ints(
@@ -250,6 +261,9 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="climber",
+        column_terrain=("Wall", None),
+        return_range=(2.0, 12.6),
+        training_tilemap="runs",
         trailer=(("has_support", "b"), ("facing_right", "b"))
         + _ints("coin_quota", "coins_collected", "wall_theme")
         + _PLATFORM_PHYSICS,
@@ -263,6 +277,9 @@ _GAME_LIST = [
     ),
     Game(
         name="coinrun",
+        column_terrain=("Wall", "Lava"),
+        return_range=(5.0, 10.0),
+        training_tilemap="columns",
         trailer=(("last_agent_y", "f"), ("wall_theme", "i"), ("has_support", "b"))
         + (("facing_right", "b"), ("is_on_crate", "b"))
         + _PLATFORM_PHYSICS,
@@ -276,6 +293,7 @@ _GAME_LIST = [
     ),
     Game(
         name="dodgeball",
+        modes=("easy", "hard", "extreme", "memory"),
         trailer=_floats("min_dim", "hard_min_dim", "ball_vscale", "ball_r")
         + _ints("last_fire_time", "num_enemies", "enemy_fire_delay"),
         entity_types={
@@ -307,6 +325,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="heist",
+        modes=("easy", "hard", "memory"),
         trailer=_ints("num_keys", "world_dim") + (("has_keys", "vb"),),
         invariants=("world_dim == grid.w == grid.h", "len(has_keys) == num_keys"),
         entity_types={0: "Player", 1: "LockedDoor", 2: "Key", 9: "Exit"},
@@ -319,6 +338,8 @@ _GAME_LIST = [
     ),
     Game(
         name="jumper",
+        modes=("easy", "hard", "memory"),
+        column_terrain=("Wall", None),
         trailer=_ints("jump_count", "jump_delta", "jump_time")
         + (("has_support", "b"), ("facing_right", "b"), ("wall_theme", "i"), ("compass_dim", "f")),
         entity_types={0: "Player", 1: "Goal", 2: "Spike"},
@@ -331,6 +352,7 @@ _GAME_LIST = [
     ),
     Game(
         name="leaper",
+        modes=("easy", "hard", "extreme"),
         trailer=(("bottom_road_y", "i"), ("road_lane_speeds", "vf"), ("bottom_water_y", "i"))
         + (("water_lane_speeds", "vf"), ("goal_y", "i")),
         entity_types={0: "Player", 1: "Log", 4: "Car", 5: "FinishLine"},
@@ -340,6 +362,7 @@ _GAME_LIST = [
     ),
     Game(
         name="maze",
+        modes=("easy", "hard", "memory"),
         trailer=_ints("maze_dim", "world_dim"),
         invariants=("world_dim == grid.w == grid.h",),
         entity_types={0: "Player"},
@@ -349,6 +372,7 @@ _GAME_LIST = [
     ),
     Game(
         name="miner",
+        modes=("easy", "hard", "memory"),
         trailer=_ints("diamonds_remaining"),
         entity_types={0: "Player", 6: "Exit"},
         features=("x", "y"),
@@ -365,6 +389,9 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="ninja",
+        column_terrain=("Wall", None),
+        return_range=(3.5, 10.0),
+        training_tilemap="runs",
         trailer=(("has_support", "b"), ("facing_right", "b"))
         + _ints("last_fire_time", "wall_theme")
         + _PLATFORM_PHYSICS
@@ -403,6 +430,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="starpilot",
+        modes=("easy", "hard", "extreme"),
         trailer=(("spawners", "ve"),),
         entity_types={
             0: "Player",

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 from typing import Any, List
 
-from procgen_entities.games import get_game
+from procgen_entities.games import GAMES, get_game
 
 __all__ = ["MODE_GAMES", "check_procgen_options", "make_procgen_env", "valid_modes"]
 
 #: procgen's distribution modes.
 DISTRIBUTION_MODES = ("easy", "hard", "extreme", "memory", "exploration")
-#: Modes only some games have (procgen aborts the whole process for the others).
+#: Modes only some games have (procgen aborts the whole process for the others), from games.py.
 MODE_GAMES = {
-    "extreme": ("chaser", "dodgeball", "leaper", "starpilot"),
-    "memory": ("caveflyer", "dodgeball", "heist", "jumper", "maze", "miner"),
+    mode: tuple(g.name for g in GAMES.values() if mode in g.modes) for mode in ("extreme", "memory")
 }
 
 
 def valid_modes(game: str) -> List[str]:
     """The distribution modes procgen supports for a game (exploration aside)."""
-    return [m for m in DISTRIBUTION_MODES[:4] if m not in MODE_GAMES or game in MODE_GAMES[m]]
+    return list(get_game(game).modes)
 
 
 def check_procgen_options(game: str, options: dict) -> None:

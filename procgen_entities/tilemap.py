@@ -48,7 +48,7 @@ import numpy.typing as npt
 
 from procgen_entities import _tilemap
 from procgen_entities.errors import UsageError
-from procgen_entities.games import SPACE_TILE, Game, get_game
+from procgen_entities.games import GAMES, SPACE_TILE, Game, get_game
 
 __all__ = [
     "COLUMN_TERRAIN",
@@ -66,12 +66,10 @@ MODES: Tuple[str, ...] = ("tiles", "runs", "columns", "chunks")
 LOSSLESS_MODES: Tuple[str, ...] = ("tiles", "runs", "columns")
 DEFAULT_CHUNK = 5
 
-#: Platformer -> (class of the column stack body, class that may cap it or None).
+#: Platformer -> (class of the column stack body, class that may cap it or None): games.py's
+#: ``column_terrain``.
 COLUMN_TERRAIN: Mapping[str, Tuple[str, Optional[str]]] = {
-    "coinrun": ("Wall", "Lava"),
-    "climber": ("Wall", None),
-    "jumper": ("Wall", None),
-    "ninja": ("Wall", None),
+    g.name: g.column_terrain for g in GAMES.values() if g.column_terrain is not None
 }
 
 #: Tile ids >= this are empty (procgen's largest tile id is 1002).

@@ -25,7 +25,7 @@ import numpy as np
 from entity_gym.env import ObsSpace, VecEnv, VecObs
 from ragged_buffer import RaggedBufferI64
 
-from procgen_entities.games import get_game
+from procgen_entities.games import GAMES, get_game
 
 __all__ = ["GameDefaults", "DEFAULTS", "EpisodeLogger", "main", "trainer_overrides"]
 
@@ -41,12 +41,11 @@ class GameDefaults:
     env_options: Mapping[str, Any] = field(default_factory=dict)
 
 
+#: From games.py: the training tilemap and the paper's return range of each game that has them.
 DEFAULTS: Dict[str, GameDefaults] = {
-    # coinrun's terrain is a height profile: columns, with floating platforms as runs.
-    "coinrun": GameDefaults(tilemap="columns", r_min=5.0, r_max=10.0),
-    # ninja and climber are platforms at many heights: runs.
-    "ninja": GameDefaults(tilemap="runs", r_min=3.5, r_max=10.0),
-    "climber": GameDefaults(tilemap="runs", r_min=2.0, r_max=12.6),
+    g.name: GameDefaults(g.training_tilemap, *g.return_range)
+    for g in GAMES.values()
+    if g.return_range is not None
 }
 
 #: PPO settings after the procgen paper (64 envs, gamma .999, lambda .95, lr 5e-4, entropy .01),
