@@ -1,6 +1,6 @@
 """Benchmark parse_states against procgen's own get_state and a per-state Python parse.
 
-    cd /work/main && PYTHONPATH=. python benchmarks/bench_parse.py [--repeats N] [--mode hard]
+    PYTHONPATH=. python benchmarks/bench_parse.py [--repeats N] [--mode hard]   # from the repository root
 
 For each game a 64-env ProcgenGym3Env takes a few random steps, then, all in this run:
 
