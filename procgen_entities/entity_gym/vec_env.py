@@ -314,8 +314,12 @@ class ProcgenVecEnv(VecEnv):
         current = parse_states(self.get_states(), game=self.game.name)
         blobs = [bytes(s) for s in states]
         check_restorable(blobs, self.game.name, current, self._procgen_kwargs)
-        for env, start, size in zip(self._envs, self._group_starts, self._group_sizes):
+        for group, (env, start, size) in enumerate(
+            zip(self._envs, self._group_starts, self._group_sizes)
+        ):
             env.callmethod("set_state", blobs[start : start + size])
+            if self._live is not None:  # re-read the game objects after procgen touched them
+                self._live.attach(group, int(env._ffi.cast("uintptr_t", env._c_env)))
         self._pending_reset[:] = 0
         self._truncated[:] = 0
         self._terminal_written[:] = 0
