@@ -1,0 +1,223 @@
+"""What an agent sees of each game, derived from the declarations in games.py, for every adapter.
+
+``feature_space(game)`` gives the entity types, their features and the global features;
+``EntityPlan`` turns a feature space (or a filter of it, e.g. an entity-gym ObsSpace) into the
+arrays the C gatherer reads; ``global_features`` computes the per-state globals from parsed
+scalars. Games stay data: nothing here is written per game except the few derived values named
+in ``DERIVED_GLOBALS``. No RL framework is imported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
+
+import numpy as np
+
+from procgen_entities import _collector
+from procgen_entities.games import ENTITY_FIELDS, Game, get_game
+
+__all__ = [
+    "ACTION_LABELS",
+    "EntityFeatures",
+    "EntityPlan",
+    "FeatureSpace",
+    "StepValues",
+    "VECTOR_HEAD_ITEMS",
+    "entity_features",
+    "feature_space",
+    "global_feature_names",
+    "global_features",
+]
+
+#: The 15 button combinations procgen maps its discrete actions to (procgen's get_combos order).
+ACTION_LABELS: Tuple[str, ...] = (
+    "left_down", "left", "left_up", "down", "noop", "up", "right_down", "right", "right_up",
+    "key_d", "key_a", "key_w", "key_s", "key_q", "key_e",
+)  # fmt: skip
+
+#: Entity features computed from the raw record relative to the player (C feature codes).
+RELATIVE_FEATURES = {"rel_x": _collector.FEATURE_REL_X, "rel_y": _collector.FEATURE_REL_Y}
+#: Entity features derived in Python from per-state vectors (plunder: is this ship a target?).
+DERIVED_ENTITY_FEATURES = frozenset({"is_target"})
+
+
+@dataclass
+class StepValues:
+    """Per-state numbers the global features are computed from (arrays of length n)."""
+
+    scalars: Mapping[str, np.ndarray]  # header/base scalars by name
+    extras: Mapping[str, np.ndarray]  # trailer scalars by name
+    vector_heads: Mapping[str, np.ndarray]  # trailer vector name -> [n, k] first items
+    #: the episode that ended at this step ended by the time limit, not by the game
+    truncated: Optional[np.ndarray] = None
+
+
+def _scaled_time(v: StepValues) -> np.ndarray:
+    return v.scalars["cur_time"] / np.maximum(v.scalars["timeout"], 1)
+
+
+def _chaser_eat_time_left(v: StepValues) -> np.ndarray:
+    since = v.scalars["cur_time"] - v.extras["eat_time"]
+    timeout = np.maximum(v.extras["eat_timeout"], 1)
+    return np.clip(timeout - since, 0, None) / timeout
+
+
+def _vector_item(name: str, k: int) -> Callable[[StepValues], np.ndarray]:
+    return lambda v: v.vector_heads[name][:, k]
+
+
+#: Global features that are not a single stored field. Every other global is read by name from
+#: the trailer scalars, then from the header/base scalars.
+DERIVED_GLOBALS: Dict[str, Callable[[StepValues], np.ndarray]] = {
+    "step_fraction": _scaled_time,
+    "enemies_edible": lambda v: (_chaser_eat_time_left(v) > 0).astype(np.float64),
+    "eat_time_left": _chaser_eat_time_left,
+    "orbs_left": lambda v: v.extras["total_orbs"] - v.extras["orbs_collected"],
+    "coins_left": lambda v: v.extras["coin_quota"] - v.extras["coins_collected"],
+    "door_open": lambda v: (v.extras["num_enemies"] == 0).astype(np.float64),
+    "targets_left": lambda v: v.extras["target_quota"] - v.extras["targets_hit"],
+    **{f"has_key_{k}": _vector_item("has_keys", k) for k in range(3)},
+    **{f"target_{k}": _vector_item("target_bools", k) for k in range(6)},
+}
+VECTOR_HEAD_ITEMS = 6  # enough for heist has_keys (<= 3) and plunder target_bools (6)
+
+
+def global_feature_names(game: Game) -> List[str]:
+    return ["step_fraction", *game.global_features]
+
+
+def entity_features(game: Game, entity_type: str, relative_positions: bool) -> List[str]:
+    features = list(game.entity_features(entity_type))
+    if relative_positions and entity_type != "Player":
+        features += list(RELATIVE_FEATURES)
+    return features
+
+
+@dataclass(frozen=True)
+class EntityFeatures:
+    features: List[str]
+
+
+@dataclass(frozen=True)
+class FeatureSpace:
+    """Entity type -> its features, and the global features (entity-gym's ObsSpace has the same
+    shape and can stand in for it)."""
+
+    global_features: List[str]
+    entities: Dict[str, EntityFeatures]
+
+
+class _SpaceLike(Protocol):
+    @property
+    def global_features(self) -> Sequence[str]: ...
+
+    @property
+    def entities(self) -> Mapping[str, "_EntityLike"]: ...
+
+
+class _EntityLike(Protocol):
+    @property
+    def features(self) -> Sequence[str]: ...
+
+
+def feature_space(
+    game: str | Game,
+    *,
+    relative_positions: bool = False,
+    extra_entities: Optional[Mapping[str, Sequence[str]]] = None,
+) -> FeatureSpace:
+    """A game's entity types (in declaration order, then ``extra_entities`` such as tilemap
+    types) with their features, and its global features."""
+    info = get_game(game) if isinstance(game, str) else game
+    entities = {
+        name: EntityFeatures(entity_features(info, name, relative_positions))
+        for name in info.entity_types.values()
+    }
+    for name, features in (extra_entities or {}).items():
+        entities[name] = EntityFeatures(list(features))
+    return FeatureSpace(global_features=global_feature_names(info), entities=entities)
+
+
+def global_features(game: Game, names: Sequence[str], values: StepValues) -> np.ndarray:
+    """float32 [n, len(names)] global features."""
+    n = len(values.scalars["cur_time"])
+    out = np.empty((n, len(names)), dtype=np.float32)
+    for j, name in enumerate(names):
+        if name in DERIVED_GLOBALS:
+            out[:, j] = DERIVED_GLOBALS[name](values)
+        elif name in values.extras:
+            out[:, j] = values.extras[name]
+        else:
+            out[:, j] = values.scalars[name]
+    return out
+
+
+class EntityPlan:
+    """Which procgen entities go to which entity type, with which features: the arrays the C
+    gatherer reads, built from a feature space (the full one or a filter of it)."""
+
+    def __init__(self, game: Game, full_space: _SpaceLike, requested: _SpaceLike) -> None:
+        self.game = game
+        type_ids = {name: tid for tid, name in game.entity_types.items()}
+        trailer_scalars = list(game.trailer_scalars)
+        self.entity_types: List[str] = []
+        self.features: List[List[str]] = []
+        self.derived: List[List[Tuple[int, str]]] = []  # per slot: (column, derived name)
+        lut = np.full(max(type_ids.values()) + 1, -1, dtype=np.int32)
+        feature_start, codes, condition = [0], [], []
+        for name, entity in requested.entities.items():
+            if name not in full_space.entities:
+                raise ValueError(f"{game.name}: no entity type {name!r} in the observation space")
+            if name not in type_ids:
+                continue  # not an entity of the raw state (e.g. a tilemap type)
+            available = full_space.entities.get(name)
+            unknown = [
+                f for f in entity.features if available is None or f not in available.features
+            ]
+            if unknown:
+                raise ValueError(f"{game.name}: entity type {name!r} has no features {unknown}")
+            slot = len(self.entity_types)
+            lut[type_ids[name]] = slot
+            self.entity_types.append(name)
+            self.features.append(list(entity.features))
+            derived = []
+            for column, feature in enumerate(entity.features):
+                if feature in DERIVED_ENTITY_FEATURES:
+                    derived.append((column, feature))
+                    codes.append(ENTITY_FIELDS.index("image_theme"))
+                elif feature in RELATIVE_FEATURES:
+                    codes.append(RELATIVE_FEATURES[feature])
+                else:
+                    codes.append(ENTITY_FIELDS.index(feature))
+            self.derived.append(derived)
+            feature_start.append(len(codes))
+            flag = game.hidden_unless.get(name)
+            condition.append(trailer_scalars.index(flag) if flag else -1)
+        self.type_to_slot = lut
+        self.feature_start = np.array(feature_start, dtype=np.int32)
+        self.codes = np.array(codes, dtype=np.int32)
+        self.condition = np.array(condition, dtype=np.int32)
+        self.widths = np.diff(self.feature_start).astype(np.int64)
+        unknown_globals = [
+            g for g in requested.global_features if g not in full_space.global_features
+        ]
+        if unknown_globals:
+            raise ValueError(f"{game.name}: unknown global features {unknown_globals}")
+        self.global_features = list(requested.global_features)
+
+
+def apply_derived_features(
+    slot_rows: np.ndarray,
+    derived: Sequence[Tuple[int, str]],
+    counts: np.ndarray,
+    values: StepValues,
+) -> None:
+    """Fill derived entity columns in place (their raw input was gathered into the column)."""
+    if not derived or len(slot_rows) == 0:
+        return
+    env_of_row = np.repeat(np.arange(len(counts)), counts)
+    for column, name in derived:
+        if name == "is_target":
+            theme = slot_rows[:, column].astype(np.int64).clip(0, VECTOR_HEAD_ITEMS - 1)
+            slot_rows[:, column] = values.vector_heads["target_bools"][env_of_row, theme]
