@@ -1,6 +1,6 @@
 """Benchmark parse_states against procgen's own get_state and a per-state Python parse.
 
-    PYTHONPATH=. python benchmarks/bench_parse.py [--repeats N] [--mode hard]   # from the repository root
+    PYTHONPATH=. python benchmarks/bench_parse.py [--repeats N] [--mode hard]   # from the repo root
 
 For each game a 64-env ProcgenGym3Env takes a few random steps, then, all in this run:
 

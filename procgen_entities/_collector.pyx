@@ -263,9 +263,9 @@ cdef class StateCollector:
         cdef Py_ssize_t n = self.num_states, i
         if first_row.shape[0] != n or n_rows.shape[0] != n or grid.shape[0] != n:
             raise UsageError("one row range and one grid per state")
-        for i in range(n):
-            if (self.set.layouts[i].height != grid.shape[1]
-                    or self.set.layouts[i].width != grid.shape[2]):
+        for i in range(n):  # states that were never collected (or failed) are skipped
+            if self.set.status[i] == PE_OK and (self.set.layouts[i].height != grid.shape[1]
+                                                or self.set.layouts[i].width != grid.shape[2]):
                 raise UsageError("grid has the wrong shape for the collected states")
         if grid.shape[1] * grid.shape[2] == 0:
             return
@@ -375,6 +375,11 @@ cdef class StateCollector:
                                   terminal_set, &self.spec.spec, flags, &outputs, &bad_index,
                                   &err)
         raise_status(status, &err, bad_index)
+
+    def collected(self):
+        """Per state: does its slot hold a validated state (the last collect or step of it)?"""
+        self._check_open()
+        return np.array([self.set.status[i] == PE_OK for i in range(self.num_states)], dtype=bool)
 
     def state_bytes(self, Py_ssize_t i):
         """A copy of the raw get_state bytes of state i from the last collect."""

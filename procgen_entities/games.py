@@ -23,6 +23,7 @@ __all__ = [
     "GAME_NAMES",
     "TRAILER_KINDS",
     "Game",
+    "default_caps",
     "get_game",
     "value_ranges",
 ]
@@ -477,3 +478,18 @@ def value_ranges(game: str) -> Mapping[str, object]:
     if game not in table:
         raise KeyError(f"no value ranges recorded for {game!r}")
     return MappingProxyType(table[game])
+
+
+def default_caps(game: str) -> Mapping[str, int]:
+    """The Gymnasium adapter's default number of slots per entity type: the most entities of
+    that type seen in one state over the recorded rollouts (value_ranges.json), plus a quarter,
+    rounded up to a multiple of 4; 1 for a type that is never more than one (the player); 4 for
+    types never seen."""
+    info = get_game(game)
+    seen = value_ranges(game).get("max_counts", {})
+    assert isinstance(seen, Mapping)
+    caps = {}
+    for type_id, name in info.entity_types.items():
+        most = int(seen.get(str(type_id), 0))
+        caps[name] = 1 if most == 1 else max(4, -(-(most + (most + 3) // 4) // 4) * 4)
+    return MappingProxyType(caps)

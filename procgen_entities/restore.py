@@ -10,7 +10,8 @@ refuses a batch unless every blob
 3. holds only values real states hold: entity types and tile ids seen in real play, and every
    scalar, trailer value and entity field within the range measured over long rollouts of the
    game (games.value_ranges), exactly for small integer codes (themes, sprite ids, layers),
-   with a margin for counters, coordinates and velocities; entity floats must be finite;
+   with a margin for counters (up to the time limit), coordinates and velocities; entity floats
+   must be finite;
 4. survives procgen itself: a forked child process restores the whole batch into a fresh procgen
    vec env (no threads), steps it ``probe_steps`` times with every action and renders it. If the
    child crashes, hangs or fails, the batch is refused and this process never touched procgen.
@@ -85,10 +86,12 @@ def _check_like(batch: StateBatch, current: StateBatch) -> None:
             raise _refuse(state, f"entity field {name} is not finite", f"entities.{name}")
 
 
-def _allowed(lo: float, hi: float, is_int: bool) -> Tuple[float, float]:
+def _allowed(lo: float, hi: float, is_int: bool, horizon: float) -> Tuple[float, float]:
+    """The accepted interval around a measured [lo, hi]; ``horizon``: the episode's time limit
+    (counters such as cur_time or life_time run up to it, further than rollouts may reach)."""
     span = hi - lo
     if is_int:
-        pad = 0.0 if span <= EXACT_INT_SPAN else span
+        pad = 0.0 if span <= EXACT_INT_SPAN else max(span, horizon)
     else:
         pad = span + max(1.0, 0.1 * max(abs(lo), abs(hi)))
     return lo - pad, hi + pad
@@ -100,11 +103,13 @@ def _check_ranges(batch: StateBatch, game: str) -> None:
     ranges: Dict[str, List[float]] = measured["ranges"]  # type: ignore[assignment]
     types = set(measured["entity_types"])  # type: ignore[call-overload]
     kinds = dict(info.trailer)
+    timeout_range = ranges.get("scalar.timeout", [0.0, 0.0])
+    horizon = float(timeout_range[1])
 
     def check(key: str, values: np.ndarray, is_int: bool, state_of: Any) -> None:
         if key not in ranges or values.size == 0:
             return
-        lo, hi = _allowed(ranges[key][0], ranges[key][1], is_int)
+        lo, hi = _allowed(ranges[key][0], ranges[key][1], is_int, horizon)
         bad = np.flatnonzero(~((values >= lo) & (values <= hi)))
         if len(bad):
             raise _refuse(int(state_of(bad[0])), f"{key} = {values[bad[0]]} is outside the values "

@@ -207,6 +207,27 @@ class ProcgenStepper:
         self._step(chosen.astype(np.int32, copy=False))
         self.refresh()
 
+    def values_of(self, collector: Any) -> StepValues:
+        """StepValues of the states in another collector of this stepper's size (e.g. the
+        terminal states), in new arrays; slots it never held a state in get the current values."""
+        n = self.num_envs
+        scalars = np.zeros_like(self._scalars)
+        trailer = np.zeros_like(self._trailer)
+        heads, lengths = np.zeros_like(self._heads), np.zeros_like(self._head_lengths)
+        collector.fill(scalars, trailer)
+        if heads.shape[1]:
+            collector.vector_heads(heads, lengths)
+        empty = ~collector.collected()
+        scalars[empty], trailer[empty], heads[empty] = (
+            self._scalars[empty], self._trailer[empty], self._heads[empty],
+        )  # fmt: skip
+        return StepValues(
+            truncated=np.zeros(n, dtype=np.bool_),
+            scalars={name: scalars[:, i] for i, name in enumerate(SCALAR_NAMES)},
+            extras={name: trailer[:, i] for i, name in enumerate(self.game.trailer_scalars)},
+            vector_heads={name: heads[:, v] for v, name in enumerate(self.game.trailer_vectors)},
+        )
+
     def refresh(self) -> None:
         """Parse the current states into the step_values() arrays."""
         self._collector.fill(self._scalars, self._trailer)

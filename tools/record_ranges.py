@@ -7,7 +7,8 @@ and mode) plays ``--steps`` steps with ``--envs`` envs: each env presses one fav
 of the time and a random one otherwise, so that agents also get far into levels. Every state of
 every step is parsed with the C parser (so every one is checked against the game's invariants),
 and per game the minimum and maximum of every header/base scalar, trailer scalar, trailer vector
-item and entity field are kept, with the entity types and tile ids seen. restore.py refuses
+item and entity field are kept, with the entity types and tile ids seen and the most entities of
+each type in one state (games.default_caps, the Gymnasium adapter's caps). restore.py refuses
 blobs whose values fall outside these ranges (with a margin for counters and coordinates), which
 keeps states that procgen would crash on away from its set_state.
 """
@@ -35,6 +36,7 @@ class Ranges:
         self.lo: Dict[str, float] = {}
         self.hi: Dict[str, float] = {}
         self.sets: Dict[str, set] = {"entity_types": set(), "tiles": set()}
+        self.max_counts: Dict[int, int] = {}  # entity type -> most entities of it in one state
         self.states = 0
 
     def add(self, key: str, values: np.ndarray) -> None:
@@ -48,6 +50,7 @@ class Ranges:
         return {
             "states": self.states,
             "ranges": {k: [self.lo[k], self.hi[k]] for k in sorted(self.lo)},
+            "max_counts": {str(k): v for k, v in sorted(self.max_counts.items())},
             **{name: sorted(int(v) for v in values) for name, values in self.sets.items()},
         }
 
@@ -82,7 +85,12 @@ def rollout(game: str, mode: str, envs: int, steps: int, ranges: Ranges) -> None
                     ranges.add(f"vector.{name}", np.asarray(batch.vectors[name], dtype=np.float64))
             for k, field in enumerate(batch.entity_fields):
                 ranges.add(f"entity.{field}", batch.entities[:, k].astype(np.float64))
-            ranges.sets["entity_types"].update(np.unique(batch.field("type")).tolist())
+            types = batch.field("type").astype(np.int64)
+            ranges.sets["entity_types"].update(np.unique(types).tolist())
+            owner = np.repeat(np.arange(envs), batch.entity_counts)
+            for t in np.unique(types):
+                most = int(np.bincount(owner[types == t], minlength=envs).max())
+                ranges.max_counts[int(t)] = max(ranges.max_counts.get(int(t), 0), most)
             ranges.sets["tiles"].update(np.unique(batch.grid).tolist())
 
 

@@ -1,0 +1,328 @@
+"""EntityVectorEnv: procgen's entities as a native Gymnasium VectorEnv (padded arrays and masks).
+
+Built on the core stepper (stepper.py) and the C gatherer, like ProcgenVecEnv: one call steps
+every env, gathers the entity features of every type into one buffer, and numpy pads them into
+the observation dict (no per-env Python).
+
+Episodes (``autoreset_mode``):
+
+- ``NEXT_STEP`` (Gymnasium's default, what RLlib assumes; needs the headless engine): the step
+  that ends an episode returns its terminal observation; the env's next step resets it, ignores
+  its action, and returns the new episode's first observation with reward 0.
+- ``SAME_STEP``: the step that ends an episode returns the next episode's first observation;
+  with the headless engine ``info["final_obs"]`` (and ``info["final_info"]``) hold the terminal
+  one. The procgen-stepped engines have no terminal state (procgen reset already): they give no
+  ``final_obs`` rather than a made-up one.
+
+``terminated`` is the game's end (death or success), ``truncated`` procgen's time limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+import gymnasium
+import numpy as np
+import numpy.typing as npt
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from procgen_entities.engine import EngineUnavailable
+from procgen_entities.features import (
+    ACTION_LABELS,
+    EntityPlan,
+    FeatureSpace,
+    StepValues,
+    apply_derived_features,
+    feature_space,
+    global_features,
+)
+from procgen_entities.gymnasium.observation import GLOBAL_KEY, PaddedObservation, resolve_caps
+from procgen_entities.stepper import ProcgenStepper
+from procgen_entities.tilemap import CameraConverter, tilemap_features
+
+__all__ = ["EntityVectorEnv"]
+
+#: The view square (cells) of every tilemap window the caps of tilemap types are sized for.
+_MAX_WINDOW = {"caveflyer": 16, "coinrun": 13, "jumper": 16, "ninja": 16}
+
+
+class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
+    """``num_envs`` procgen envs of ``game`` with padded entity observations.
+
+    Observation (a ``Dict``, or with ``flatten=True`` one ``Box`` per env): per entity type
+    ``<Type>`` float32 [cap, F] and ``<Type>_mask`` bool [cap], then ``global`` float32 [G];
+    feature names in ``metadata["feature_names"]``. Caps: ``games.default_caps`` (measured) or
+    ``max_entities`` (an int for every type or a dict per type); a step with more entities of a
+    type keeps those nearest the player and counts the rest in ``info["dropped_entities"]``.
+    Actions: procgen's 15 (``metadata["action_labels"]``). Other keywords go to the stepper /
+    procgen (distribution_mode, num_levels, start_level, num_threads, ...).
+    """
+
+    metadata: Dict[str, Any] = {
+        "render_modes": ["rgb_array"],
+        "render_fps": 15,
+        "autoreset_mode": AutoresetMode.NEXT_STEP,
+    }
+
+    def __init__(
+        self,
+        game: str,
+        num_envs: int = 1,
+        *,
+        max_entities: Union[None, int, Mapping[str, int]] = None,
+        tilemap: Optional[str] = None,
+        relative_positions: bool = True,
+        flatten: bool = False,
+        engine: str = "auto",
+        seed: Optional[int] = None,
+        autoreset_mode: Union[AutoresetMode, str] = AutoresetMode.NEXT_STEP,
+        render_mode: Optional[str] = "rgb_array",
+        **options: Any,
+    ) -> None:
+        mode = AutoresetMode(autoreset_mode)
+        if mode == AutoresetMode.DISABLED:
+            raise ValueError("procgen resets its envs itself: use NEXT_STEP or SAME_STEP")
+        self.autoreset_mode = mode
+        defer = mode == AutoresetMode.NEXT_STEP
+        try:
+            self._stepper = ProcgenStepper(
+                game, num_envs, engine=engine, seed=seed, defer_reset=defer, **options
+            )
+        except ValueError as exc:
+            if "defer_reset" in str(exc):
+                raise EngineUnavailable(
+                    "autoreset_mode NEXT_STEP needs the headless engine (procgen's own stepping "
+                    "resets in the same step); use SAME_STEP with this engine"
+                ) from None
+            raise
+        self.engine = self._stepper.engine
+        self.game = self._stepper.game
+        self.num_envs = num_envs
+        self.render_mode = render_mode
+        tile_entities = tilemap_features(self.game.name, tilemap, window=True) if tilemap else {}
+        self._space: FeatureSpace = feature_space(
+            self.game, relative_positions=relative_positions, extra_entities=tile_entities
+        )
+        window = _MAX_WINDOW.get(self.game.name, 64)
+        caps = resolve_caps(self.game, self._space, max_entities, window)
+        self._layout = PaddedObservation(self._space, caps, num_envs)
+        self._plan = EntityPlan(self.game, self._space, self._space)
+        self._plan_arrays = (
+            self._plan.type_to_slot, self._plan.feature_start, self._plan.codes,
+            self._plan.condition,
+        )  # fmt: skip
+        self._tiles = CameraConverter(self.game.name, tilemap, num_envs) if tilemap else None
+        self._grid: Optional[npt.NDArray[np.int32]] = None
+        self.flatten = flatten
+        self._distance_columns = {
+            name: _distance_columns(list(e.features)) for name, e in self._space.entities.items()
+        }
+        self.single_action_space = spaces.Discrete(len(ACTION_LABELS))
+        self.action_space = spaces.MultiDiscrete([len(ACTION_LABELS)] * num_envs)
+        self.single_observation_space = self._single_space()
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.metadata = {
+            **type(self).metadata,
+            "autoreset_mode": mode,
+            "feature_names": self._layout.feature_names(),
+            "entity_caps": dict(caps),
+            "action_labels": ACTION_LABELS,
+            "engine": self.engine,
+        }
+        self._returns = np.zeros(num_envs, dtype=np.float64)
+        self._lengths = np.zeros(num_envs, dtype=np.int64)
+
+    # ---- spaces ----
+
+    def _single_space(self) -> spaces.Space:
+        if self.flatten:
+            size = self._layout.flat_size
+            return spaces.Box(-np.inf, np.inf, (size,), np.float32)
+        entries: Dict[str, spaces.Space] = {}
+        for name, cap in self._layout.caps.items():
+            width = self._layout.widths[name]
+            entries[name] = spaces.Box(-np.inf, np.inf, (cap, width), np.float32)
+            entries[f"{name}_mask"] = spaces.Box(0, 1, (cap,), np.bool_)  # type: ignore[arg-type]
+        entries[GLOBAL_KEY] = spaces.Box(-np.inf, np.inf, (self._layout.n_globals,), np.float32)
+        return spaces.Dict(entries)
+
+    def unflatten(self, flat: npt.NDArray) -> Dict[str, npt.NDArray]:
+        """A flat observation ([flat_size] or [m, flat_size]) as the dict of padded arrays."""
+        return self._layout.unflatten(flat)
+
+    # ---- Gymnasium ----
+
+    def reset(
+        self, *, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None
+    ) -> Tuple[Any, Dict[str, Any]]:
+        """New envs; ``seed`` seeds procgen's level sampling (the same seed, the same levels)."""
+        if seed is not None:
+            self._stepper._seed = int(seed)
+            self._stepper._fresh = False  # re-create the envs with this seed
+        self._stepper.restart()
+        self._returns[:] = 0.0
+        self._lengths[:] = 0
+        obs, dropped = self._observe(self._stepper._collector)
+        return obs, self._info(dropped)
+
+    def step(
+        self, actions: npt.ArrayLike
+    ) -> Tuple[
+        Any, npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.bool_], Dict[str, Any]
+    ]:
+        chosen = np.asarray(actions).reshape(-1).astype(np.int32)
+        stepper = self._stepper
+        resetting = stepper._pending_reset.astype(bool)  # NEXT_STEP: these only reset now
+        stepper.step(chosen)
+        values = stepper.step_values()
+        reward = values.scalars["reward"].astype(np.float32)
+        done = values.scalars["done"] != 0
+        truncated = stepper.truncated.copy()
+        terminated = done & ~truncated
+        if resetting.any():
+            reward[resetting] = 0.0
+            terminated[resetting] = truncated[resetting] = False
+        self._returns[resetting] = 0.0
+        self._lengths[resetting] = 0
+        live = ~resetting
+        self._returns[live] += reward[live]
+        self._lengths[live] += 1
+        ended = terminated | truncated
+        obs, dropped = self._observe(stepper._collector)
+        info = self._info(dropped)
+        info["prev_level_complete"] = values.scalars["level_complete"] != 0
+        if ended.any():
+            info["episode"] = {
+                "r": np.where(ended, self._returns, 0.0).astype(np.float32),
+                "l": np.where(ended, self._lengths, 0).astype(np.int32),
+            }
+            info["_episode"] = ended
+            if self.autoreset_mode == AutoresetMode.SAME_STEP:
+                self._add_final(info, ended)
+            self._returns[ended] = 0.0
+            self._lengths[ended] = 0
+        return obs, reward, terminated, truncated, info
+
+    def render(self) -> Any:
+        """Every env's 64x64 RGB frame, [n, 64, 64, 3] (rendered on demand when headless)."""
+        return self._stepper.render() if self.render_mode == "rgb_array" else None
+
+    def close_extras(self, **kwargs: Any) -> None:
+        stepper = getattr(self, "_stepper", None)  # None if __init__ failed
+        if stepper is not None:
+            stepper.close()
+
+    # ---- observations ----
+
+    def _observe(
+        self, collector: Any, values: Optional[StepValues] = None
+    ) -> Tuple[Any, npt.NDArray[np.int64]]:
+        """The padded observation of every state in ``collector``'s set (``values``: its parsed
+        scalars; default: the stepper's current ones), and per env the number of entities
+        beyond the caps."""
+        layout, plan = self._layout, self._plan
+        values = values if values is not None else self._stepper.step_values()
+        out = layout.empty()
+        collector.set_plan(*self._plan_arrays)
+        counts = np.empty((len(plan.entity_types), self.num_envs), dtype=np.int64)
+        collector.count(counts)
+        offsets = np.zeros(len(plan.entity_types) + 1, dtype=np.int64)
+        np.cumsum(counts.sum(axis=1) * plan.widths, out=offsets[1:])
+        flat = np.empty(offsets[-1], dtype=np.float32)
+        collector.gather(counts, offsets, flat)
+        dropped = np.zeros(self.num_envs, dtype=np.int64)
+        for s, name in enumerate(plan.entity_types):
+            rows = flat[offsets[s] : offsets[s + 1]].reshape(-1, int(plan.widths[s]))
+            apply_derived_features(rows, plan.derived[s], counts[s], values)
+            dropped += layout.pad(
+                name, rows, counts[s], self._distance(name, rows, counts[s], out), out
+            )
+        if self._tiles is not None:
+            dropped += self._pad_tiles(collector, values, out)
+        out[GLOBAL_KEY][:] = global_features(self.game, self._space.global_features, values)
+        return (layout.flatten(out) if self.flatten else out), dropped
+
+    def _distance(
+        self,
+        name: str,
+        rows: npt.NDArray[np.float32],
+        counts: npt.NDArray[np.int64],
+        out: Dict[str, npt.NDArray],
+    ) -> Optional[npt.NDArray[np.float32]]:
+        columns = self._distance_columns[name]
+        if columns is None or len(rows) == 0:
+            return None
+        kind, cx, cy = columns
+        if kind == "relative":
+            return np.hypot(rows[:, cx], rows[:, cy])
+        player = out.get("Player")
+        if player is None:
+            return None
+        env = np.repeat(np.arange(self.num_envs), counts)
+        return np.hypot(rows[:, cx] - player[env, 0, cx], rows[:, cy] - player[env, 0, cy])
+
+    def _pad_tiles(
+        self, collector: Any, values: StepValues, out: Dict[str, npt.NDArray]
+    ) -> npt.NDArray[np.int64]:
+        assert self._tiles is not None
+        if self._grid is None:
+            self._grid = np.zeros(
+                (self.num_envs, *self._stepper._collector.grid_shape()), dtype=np.int32
+            )
+        camera = values.scalars
+        crops = self._tiles.set_cameras(camera["center_x"], camera["center_y"], camera["view_dim"])
+        collector.fill_grid_rows(
+            np.ascontiguousarray(crops[:, 1]), np.ascontiguousarray(crops[:, 3]), self._grid
+        )
+        outs, counts = self._tiles.convert(self._grid)
+        dropped = np.zeros(self.num_envs, dtype=np.int64)
+        for t, name in enumerate(self._tiles.names):
+            rows, n_rows = outs[t], np.ascontiguousarray(counts[:, t])
+            distance = self._distance(name, rows, n_rows, out)
+            dropped += self._layout.pad(name, rows, n_rows, distance, out)
+        return dropped
+
+    def _add_final(self, info: Dict[str, Any], ended: npt.NDArray[np.bool_]) -> None:
+        """SAME_STEP: the terminal observations (headless engine only; never made up)."""
+        terminal = self._stepper._terminal
+        if terminal is None:
+            return
+        final, _ = self._observe(terminal, self._stepper.values_of(terminal))
+        obs_list: List[Any] = [None] * self.num_envs
+        for i in np.flatnonzero(ended):
+            obs_list[i] = final[i] if self.flatten else {k: v[i] for k, v in final.items()}
+        info["final_obs"] = np.array(obs_list, dtype=object)
+        info["_final_obs"] = ended.copy()
+        info["final_info"] = {"episode": info["episode"], "_episode": ended.copy()}
+        info["_final_info"] = ended.copy()
+
+    def _info(self, dropped: npt.NDArray[np.int64]) -> Dict[str, Any]:
+        scalars = self._stepper.step_values().scalars
+        return {
+            "level_seed": scalars["current_level_seed"].astype(np.int64),
+            "prev_level_seed": scalars["prev_level_seed"].astype(np.int64),
+            "dropped_entities": dropped,
+        }
+
+    # ---- beyond Gymnasium ----
+
+    def get_states(self) -> List[bytes]:
+        return self._stepper.get_states()
+
+    def set_states(self, states: List[bytes]) -> Any:
+        """Restore saved states (validated first, see ProcgenStepper.restore_states) and return
+        their observation."""
+        self._stepper.restore_states(states)
+        return self._observe(self._stepper._collector)[0]
+
+
+def _distance_columns(features: List[str]) -> Optional[Tuple[str, int, int]]:
+    """Which columns measure an entity's distance to the player: (rel_x, rel_y) if present,
+    else (x, y) against the Player row."""
+    if "rel_x" in features and "rel_y" in features:
+        return ("relative", features.index("rel_x"), features.index("rel_y"))
+    if "x" in features and "y" in features:
+        return ("absolute", features.index("x"), features.index("y"))
+    return None

@@ -1,0 +1,210 @@
+"""The Gymnasium interface against ProcgenVecEnv (same seeds and actions, padded and masked), its
+episode modes against each other, caps and overflow, time limits, seeding and Gymnasium's own
+env checker."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Dict
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from gymnasium.vector import AutoresetMode
+from ragged_buffer import RaggedBufferI64
+
+from procgen_entities import GAME_NAMES, parse_states
+from procgen_entities.engine import EngineUnavailable
+from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
+from procgen_entities.gymnasium import EntityEnv, EntityVectorEnv, env_id
+
+pytestmark = pytest.mark.live
+
+
+def move(actions: np.ndarray) -> Dict[str, RaggedBufferI64]:
+    ones = np.ones(len(actions), np.int64)
+    return {"move": RaggedBufferI64.from_flattened(actions.reshape(-1, 1).astype(np.int64), ones)}
+
+
+def unpad(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    return values[mask]
+
+
+@pytest.mark.parametrize("game", GAME_NAMES)
+def test_observations_equal_the_entity_gym_vec_envs(game: str) -> None:
+    """Padded and masked, every entity type and the globals equal ProcgenVecEnv's, every step
+    (same-step autoreset, as procgen; caps large enough that nothing is dropped)."""
+    n, kw = 4, dict(seed=9, num_groups=1, relative_positions=True)
+    tilemap = "columns" if game in ("coinrun", "ninja", "climber", "jumper") else None
+    gym_env = EntityVectorEnv(
+        game, n, max_entities=1024, tilemap=tilemap, autoreset_mode="SameStep", **kw
+    )
+    with ProcgenVecEnv(game, n, tilemap=tilemap, **kw) as ref:
+        space = ref.obs_space()
+        ref_obs = ref.reset(space)
+        obs, _ = gym_env.reset()
+        rng = np.random.default_rng(3)
+        for t in range(120):
+            for name in space.entities:
+                rows = ref_obs.features[name].as_array()
+                np.testing.assert_array_equal(
+                    unpad(obs[name], obs[f"{name}_mask"]), rows, err_msg=f"{name} step {t}"
+                )
+            np.testing.assert_array_equal(
+                obs["global"], ref_obs.features["__global__"].as_array(), err_msg=f"step {t}"
+            )
+            acts = rng.integers(0, 15, n)
+            obs, reward, terminated, truncated, info = gym_env.step(acts)
+            ref_obs = ref.act(move(acts), space)
+            np.testing.assert_array_equal(reward, ref_obs.reward)
+            np.testing.assert_array_equal(terminated | truncated, ref_obs.done)
+            assert not info["dropped_entities"].any()
+    gym_env.close()
+
+
+def test_caps_keep_the_entities_nearest_the_player() -> None:
+    full = EntityVectorEnv("bossfight", 3, seed=2, max_entities=4096, autoreset_mode="SameStep")
+    small = EntityVectorEnv("bossfight", 3, seed=2, max_entities=3, autoreset_mode="SameStep")
+    full.reset(), small.reset()
+    rng = np.random.default_rng(1)
+    dropped_seen = 0
+    for _ in range(80):
+        acts = rng.integers(0, 15, 3)
+        big, _, _, _, _ = full.step(acts)
+        few, _, _, _, info = small.step(acts)
+        for name in ("EnemyBullet", "Barrier"):
+            if name not in big:
+                continue
+            mask = big[f"{name}_mask"]
+            counts = mask.sum(axis=1)
+            np.testing.assert_array_equal(
+                info["dropped_entities"] >= np.maximum(counts - 3, 0), True
+            )
+            for i in range(3):
+                rows = big[name][i][mask[i]]
+                kept = few[name][i][few[f"{name}_mask"][i]]
+                assert len(kept) == min(3, len(rows))
+                col = list(full.metadata["feature_names"][name]).index("rel_x")
+                dist_all = np.sort(np.hypot(rows[:, col], rows[:, col + 1]))
+                dist_kept = np.sort(np.hypot(kept[:, col], kept[:, col + 1]))
+                np.testing.assert_allclose(dist_kept, dist_all[: len(kept)])
+                dropped_seen += max(0, len(rows) - 3)
+    assert dropped_seen > 0
+    full.close(), small.close()
+
+
+def test_next_step_returns_the_terminal_observation_then_resets() -> None:
+    """NEXT_STEP's terminal observation is SAME_STEP's final_obs; the following step returns the
+    observation SAME_STEP returned on the ending step, with reward 0 and no episode end."""
+    kw: Dict[str, Any] = dict(seed=5, num_groups=1)
+    nxt = EntityVectorEnv("bigfish", 1, autoreset_mode="NextStep", **kw)
+    same = EntityVectorEnv("bigfish", 1, autoreset_mode="SameStep", **kw)
+    assert nxt.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    nxt.reset(), same.reset()
+    rng = np.random.default_rng(2)
+    ends = 0
+    for _ in range(800):
+        a = rng.integers(0, 15, 1)
+        o1, r1, te1, tr1, i1 = nxt.step(a)
+        o2, r2, te2, tr2, i2 = same.step(a)
+        np.testing.assert_array_equal(r1, r2)
+        np.testing.assert_array_equal(te1, te2)
+        if te2[0] or tr2[0]:
+            ends += 1
+            final = i2["final_obs"][0]
+            for k in final:
+                np.testing.assert_array_equal(o1[k][0], final[k])
+            assert i1["episode"]["r"][0] == i2["episode"]["r"][0]
+            o1, r1, te1, tr1, _ = nxt.step(rng.integers(0, 15, 1))  # only resets
+            assert r1[0] == 0 and not te1[0] and not tr1[0]
+            for k in o2:
+                np.testing.assert_array_equal(o1[k], o2[k])
+        else:
+            for k in o2:
+                np.testing.assert_array_equal(o1[k], o2[k])
+    assert ends >= 2
+    nxt.close(), same.close()
+
+
+def test_time_limit_is_truncation_not_termination() -> None:
+    """bigfish's 6,000-step limit, reached by restoring a state two steps before it."""
+    env = EntityVectorEnv("bigfish", 1, seed=8, autoreset_mode="SameStep")
+    env.reset()
+    env.step(np.array([4]))
+    state = bytearray(env.get_states()[0])
+    name_len = int.from_bytes(state[4:8], "little")
+    r1 = int.from_bytes(state[80 + name_len : 84 + name_len], "little")
+    r2_at = 88 + name_len + r1
+    at = r2_at + 4 + int.from_bytes(state[r2_at : r2_at + 4], "little") + 52
+    state[at : at + 4] = np.int32(5998).tobytes()
+    env.set_states([bytes(state)])
+    _, _, te, tr, _ = env.step(np.array([4]))
+    assert not te[0] and not tr[0]
+    _, _, te, tr, info = env.step(np.array([4]))
+    assert tr[0] and not te[0]
+    assert info["episode"]["l"][0] >= 1
+    final = info["final_obs"][0]
+    assert parse_states(env.get_states()).cur_time[0] == 0 and final["global"][0] == 1.0
+    env.close()
+
+
+def test_reset_seed_is_deterministic() -> None:
+    env = EntityVectorEnv("coinrun", 3, tilemap="columns")
+    a, info_a = env.reset(seed=42)
+    b, info_b = env.reset(seed=42)
+    c, info_c = env.reset(seed=43)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+    np.testing.assert_array_equal(info_a["level_seed"], info_b["level_seed"])
+    assert (info_a["level_seed"] != info_c["level_seed"]).any()
+    env.close()
+
+
+def test_flat_form_round_trips() -> None:
+    env = EntityVectorEnv("starpilot", 2, seed=1, flatten=True)
+    flat, _ = env.reset()
+    assert env.observation_space.contains(flat)
+    dict_env = EntityVectorEnv("starpilot", 2, seed=1)
+    full, _ = dict_env.reset()
+    back = env.unflatten(flat)
+    for k in full:
+        np.testing.assert_array_equal(back[k], full[k])
+    np.testing.assert_array_equal(env.unflatten(flat[0])["global"], full["global"][0])
+    env.close(), dict_env.close()
+
+
+@pytest.mark.parametrize("game", ["coinrun", "bigfish", "heist", "plunder", "starpilot"])
+def test_single_env_passes_gymnasiums_env_checker(game: str) -> None:
+    env = EntityEnv(game, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the checker's note on infinite bounds
+        check_env(env, skip_render_check=False)
+    env.close()
+
+
+def test_registered_ids_give_the_native_classes() -> None:
+    env = gymnasium.make(env_id("maze"))
+    assert isinstance(env.unwrapped, EntityEnv)
+    env.close()
+    vec = gymnasium.make_vec(env_id("maze"), num_envs=3, vectorization_mode="vector_entry_point")
+    assert isinstance(vec, EntityVectorEnv) and vec.num_envs == 3
+    obs, _ = vec.reset(seed=0)
+    assert vec.observation_space.contains(obs)
+    vec.close()
+
+
+def test_engines_without_terminal_states_say_so() -> None:
+    with pytest.raises(EngineUnavailable, match="NEXT_STEP needs the headless engine"):
+        EntityVectorEnv("bigfish", 2, engine="get_state")
+    env = EntityVectorEnv("bigfish", 2, seed=3, engine="get_state", autoreset_mode="SameStep")
+    env.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(400):
+        _, _, te, tr, info = env.step(rng.integers(0, 15, 2))
+        if (te | tr).any():
+            assert "final_obs" not in info and "episode" in info
+            break
+    else:
+        pytest.fail("no episode ended")
+    env.close()
