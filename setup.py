@@ -37,14 +37,15 @@ def extension(name, sources, libraries=()):
         extra_compile_args=compile_args,
         extra_link_args=link_args,
         define_macros=macros,
-        libraries=list(libraries),
+        libraries=list(libraries) + ["m"],
     )
 
 
 EXTENSIONS = [
     extension("_parser", ["state_parser.c"]),
     extension("_tilemap", ["tilemap.c"]),
-    extension("_collector", ["state_parser.c", "state_set.c", "thread_pool.c", "live_game.c"],
+    extension("_collector", ["state_parser.c", "state_set.c", "thread_pool.c", "live_game.c",
+                             "padding.c"],
               ["pthread"]),
 ]
 

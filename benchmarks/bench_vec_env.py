@@ -9,6 +9,7 @@ relative_positions=True), random actions, hard mode. Runners, all with the same 
   serial          procgen act + get_state (gym3 callmethod) in a Python loop: states, no entities
   headless/direct/get_state   ProcgenVecEnv with that engine, default threads (cores)
   headless 1 thread           thread scaling of the default engine
+  gymnasium       EntityVectorEnv (padded arrays + masks, default caps, NEXT_STEP autoreset)
   seed-style      (--seed-style) one procgen env per env, Python parse, entity-gym EnvList
 Then where a headless step's time goes. Prints ratios; machines are noisy, so compare within a run.
 """
@@ -75,7 +76,13 @@ def bench_game(game: str, n: int, steps: int, repeats: int, seed_style: bool) ->
     }
     if cores > 1:
         vecs["headless 1 thread"] = vec_env(game, n, engine="headless", num_threads=1)
-    closers: List[Any] = [serial_env, pixel_env, *vecs.values()]
+    from procgen_entities.gymnasium import EntityVectorEnv
+
+    gym_env = EntityVectorEnv(
+        game, n, seed=0, relative_positions=True, **TRAINING_OBS.get(game, {})
+    )
+    gym_env.reset()
+    closers: List[Any] = [serial_env, pixel_env, *vecs.values(), gym_env]
 
     def serial(k: int) -> None:
         for i in range(k):
@@ -96,10 +103,16 @@ def bench_game(game: str, n: int, steps: int, repeats: int, seed_style: bool) ->
 
         return run
 
+    def gymnasium_runner(k: int) -> None:
+        for i in range(k):
+            gym_env.step(raw[i % 32])
+
     runners: Dict[str, Callable[[int], None]] = {"pixels": pixels, "serial": serial}
     runners.update({name: vec_runner(vec) for name, vec in vecs.items()})
+    runners["gymnasium"] = gymnasium_runner
     block = {name: steps for name in runners}
-    block["headless"] = block["headless 1 thread"] = steps * 4  # fast: longer blocks
+    for fast in ("headless", "headless 1 thread", "gymnasium"):
+        block[fast] = steps * 4  # fast: longer blocks
     if seed_style:
         from entity_gym.env import EnvList
 

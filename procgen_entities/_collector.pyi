@@ -73,3 +73,14 @@ class StateCollector:
     ) -> None: ...
     def collected(self) -> np.ndarray: ...
     def state_bytes(self, i: int) -> bytes: ...
+
+def pad_rows(
+    rows: np.ndarray,
+    counts: np.ndarray,
+    out: np.ndarray,
+    mask: np.ndarray,
+    dropped: np.ndarray,
+    cx: int = ...,
+    cy: int = ...,
+    player: Optional[np.ndarray] = ...,
+) -> None: ...

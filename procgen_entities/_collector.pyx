@@ -15,6 +15,7 @@ from libc.stdlib cimport calloc, free
 from procgen_entities._parser cimport GameSpec, raise_status
 from procgen_entities.errors import UsageError
 from procgen_entities.live_game cimport *
+from procgen_entities.padding cimport pe_pad_rows
 from procgen_entities.state_parser cimport PE_OK, pe_error, pe_scalar_count, pe_status
 from procgen_entities.state_set cimport *
 from procgen_entities.thread_pool cimport pe_pool, pe_pool_create, pe_pool_destroy
@@ -387,3 +388,38 @@ cdef class StateCollector:
         if i < 0 or i >= self.num_states:
             raise IndexError(i)
         return <bytes>(<char *>self.set.buffers[i])[:self.set.lengths[i]]
+
+
+def pad_rows(const float[:, ::1] rows, const int64_t[::1] counts, float[:, :, ::1] out,
+             uint8_t[:, ::1] mask, int64_t[::1] dropped, int cx=-1, int cy=-1,
+             const float[:, ::1] player=None):
+    """csrc/padding.h: rows [sum(counts), F] into out [n, cap, F] and mask [n, cap], nearest to
+    the player first when an env has more than cap rows; dropped[n] counts the rest."""
+    cdef Py_ssize_t n = counts.shape[0], i
+    cdef int64_t total = 0
+    for i in range(n):
+        if counts[i] < 0:
+            raise UsageError("negative row count")
+        total += counts[i]
+    if total != rows.shape[0] or out.shape[0] != n or mask.shape[0] != n or dropped.shape[0] != n:
+        raise UsageError("rows, counts, out, mask and dropped disagree on their sizes")
+    if out.shape[2] != rows.shape[1] or mask.shape[1] != out.shape[1]:
+        raise UsageError("out must be [n, cap, F] for rows [total, F], mask [n, cap]")
+    if player is not None and (player.shape[0] != n or player.shape[1] != 2):
+        raise UsageError("player must be [n, 2]")
+    cdef const float *rows_ptr = &rows[0, 0] if rows.shape[0] * rows.shape[1] else NULL
+    cdef float *out_ptr = &out[0, 0, 0] if out.shape[0] * out.shape[1] * out.shape[2] else NULL
+    cdef uint8_t *mask_ptr = &mask[0, 0] if mask.shape[0] * mask.shape[1] else NULL
+    cdef const float *player_ptr = &player[0, 0] if player is not None and n else NULL
+    cdef int rc
+    if n == 0:
+        return
+    cdef float no_rows[1]
+    if rows_ptr == NULL:
+        rows_ptr = no_rows
+    with nogil:
+        rc = pe_pad_rows(rows_ptr, &counts[0], n, <int32_t>rows.shape[1], <int32_t>out.shape[1],
+                         cx, cy, player_ptr, out_ptr, mask_ptr, &dropped[0])
+    if rc != 0:
+        raise UsageError("invalid padding arguments (columns out of range) or out of memory")
+

@@ -208,3 +208,30 @@ def test_engines_without_terminal_states_say_so() -> None:
     else:
         pytest.fail("no episode ended")
     env.close()
+
+
+def test_pad_rows_keeps_the_nearest_in_order_of_distance() -> None:
+    from procgen_entities import _collector
+
+    rng = np.random.default_rng(0)
+    counts = np.array([0, 2, 7, 5], dtype=np.int64)
+    rows = rng.normal(size=(counts.sum(), 3)).astype(np.float32)
+    rows[5, 0] = np.nan  # a NaN distance ranks last
+    player = rng.normal(size=(4, 2)).astype(np.float32)
+    cap = 4
+    out = np.full((4, cap, 3), 9.0, np.float32)
+    mask = np.ones((4, cap), np.uint8)
+    dropped = np.empty(4, np.int64)
+    _collector.pad_rows(rows, counts, out, mask, dropped, 0, 1, player)
+    np.testing.assert_array_equal(dropped, [0, 0, 3, 1])
+    starts = np.cumsum(counts) - counts
+    for i in range(4):
+        mine = rows[starts[i] : starts[i] + counts[i]]
+        d = np.hypot(mine[:, 0] - player[i, 0], mine[:, 1] - player[i, 1])
+        d = np.where(np.isnan(d), np.inf, d)
+        expect = mine[np.argsort(d, kind="stable")[:cap]] if counts[i] > cap else mine
+        kept = min(cap, counts[i])
+        np.testing.assert_array_equal(out[i, :kept], expect)
+        assert not out[i, kept:].any() and mask[i].sum() == kept and mask[i, :kept].all()
+    with pytest.raises(ValueError, match="disagree"):
+        _collector.pad_rows(rows, counts[:3], out[:3], mask[:3], dropped[:3])

@@ -15,6 +15,7 @@ from typing import Dict, List, Mapping, Optional, Tuple, Union
 import numpy as np
 import numpy.typing as npt
 
+from procgen_entities import _collector
 from procgen_entities.features import FeatureSpace
 from procgen_entities.games import Game, default_caps
 
@@ -23,14 +24,33 @@ __all__ = ["PaddedObservation", "resolve_caps"]
 GLOBAL_KEY = "global"
 
 
+def tile_caps(mode: Optional[str], names: List[str], window: int, chunk: int) -> Dict[str, int]:
+    """The most entities a tilemap type can have in a ``window``-cell square (so none is ever
+    dropped): a cell each (tiles), a run per two cells of a row (runs and the columns mode's
+    runs), a Column per column, a chunk per k x k block."""
+    runs = window * ((window + 1) // 2)
+    caps = {}
+    for name in names:
+        if mode == "tiles":
+            caps[name] = window * window
+        elif mode == "chunks":
+            caps[name] = (-(-window // chunk)) ** 2
+        elif mode == "columns" and name == "Column":
+            caps[name] = window
+        else:
+            caps[name] = runs
+    return caps
+
+
 def resolve_caps(
-    game: Game, space: FeatureSpace, max_entities: Union[None, int, Mapping[str, int]], window: int
+    game: Game,
+    space: FeatureSpace,
+    max_entities: Union[None, int, Mapping[str, int]],
+    tiles: Mapping[str, int],
 ) -> Dict[str, int]:
-    """Cap per entity type: games.default_caps for entities, the window's cells for tilemap
-    types; ``max_entities`` (an int for all types or a dict per type) overrides them."""
-    caps = dict(default_caps(game.name))
-    for name in space.entities:
-        caps.setdefault(name, max(1, window * window))
+    """Cap per entity type: games.default_caps for entities, ``tiles`` for tilemap types;
+    ``max_entities`` (an int for all types or a dict per type) overrides them."""
+    caps = {**default_caps(game.name), **tiles}
     if isinstance(max_entities, int):
         if max_entities < 1:
             raise ValueError(f"max_entities must be >= 1, got {max_entities}")
@@ -62,10 +82,11 @@ class PaddedObservation:
         )
 
     def empty(self) -> Dict[str, npt.NDArray]:
+        """New arrays for one observation (pad writes every element of its type's arrays)."""
         out: Dict[str, npt.NDArray] = {}
         for name, cap in self.caps.items():
-            out[name] = np.zeros((self.n, cap, self.widths[name]), dtype=np.float32)
-            out[f"{name}_mask"] = np.zeros((self.n, cap), dtype=np.bool_)
+            out[name] = np.empty((self.n, cap, self.widths[name]), dtype=np.float32)
+            out[f"{name}_mask"] = np.empty((self.n, cap), dtype=np.bool_)
         out[GLOBAL_KEY] = np.zeros((self.n, self.n_globals), dtype=np.float32)
         return out
 
@@ -74,28 +95,20 @@ class PaddedObservation:
         name: str,
         rows: npt.NDArray[np.float32],
         counts: npt.NDArray[np.int64],
-        distance: Optional[npt.NDArray[np.float32]],
         out: Dict[str, npt.NDArray],
+        nearest: Optional[Tuple[int, int, Optional[npt.NDArray[np.float32]]]] = None,
     ) -> npt.NDArray[np.int64]:
-        """Write one type's rows (env order, ``counts`` per env) into ``out``; returns how many
-        entities each env had beyond the cap (dropped: the farthest from the player)."""
-        cap = self.caps[name]
-        values, mask = out[name], out[f"{name}_mask"]
-        values.fill(0.0)
-        mask.fill(False)
-        if len(rows) == 0:
-            return np.zeros(self.n, dtype=np.int64)
-        env = np.repeat(np.arange(self.n), counts)
-        starts = np.cumsum(counts) - counts
-        over = counts > cap
-        if over.any() and distance is not None:
-            order = np.lexsort((distance, env))  # within each env: nearest first (stable)
-            rows = rows[order]
-        position = np.arange(len(rows)) - np.repeat(starts, counts)
-        keep = position < cap
-        values[env[keep], position[keep]] = rows[keep]
-        mask[env[keep], position[keep]] = True
-        return np.maximum(counts - cap, 0)
+        """Write one type's rows (env order, ``counts`` per env) into ``out`` in C; returns how
+        many entities each env had beyond the cap. ``nearest``: (x column, y column, player
+        positions [n, 2] or None when the columns are already relative to the player) by which
+        the rows nearest the player are kept; None keeps the first ones."""
+        dropped = np.empty(self.n, dtype=np.int64)
+        cx, cy, player = nearest if nearest is not None else (-1, -1, None)
+        _collector.pad_rows(
+            np.ascontiguousarray(rows, dtype=np.float32), np.ascontiguousarray(counts),
+            out[name], out[f"{name}_mask"].view(np.uint8), dropped, cx, cy, player,
+        )  # fmt: skip
+        return dropped
 
     def flatten(self, obs: Mapping[str, npt.NDArray]) -> npt.NDArray[np.float32]:
         """[n, flat_size]: per type its values then its mask, in order, then the globals."""

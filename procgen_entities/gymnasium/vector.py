@@ -38,14 +38,16 @@ from procgen_entities.features import (
     feature_space,
     global_features,
 )
-from procgen_entities.gymnasium.observation import GLOBAL_KEY, PaddedObservation, resolve_caps
+from procgen_entities.gymnasium.observation import (
+    GLOBAL_KEY,
+    PaddedObservation,
+    resolve_caps,
+    tile_caps,
+)
 from procgen_entities.stepper import ProcgenStepper
-from procgen_entities.tilemap import CameraConverter, tilemap_features
+from procgen_entities.tilemap import DEFAULT_CHUNK, CameraConverter, tilemap_features
 
 __all__ = ["EntityVectorEnv"]
-
-#: The view square (cells) of every tilemap window the caps of tilemap types are sized for.
-_MAX_WINDOW = {"caveflyer": 16, "coinrun": 13, "jumper": 16, "ninja": 16}
 
 
 class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
@@ -105,8 +107,13 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self._space: FeatureSpace = feature_space(
             self.game, relative_positions=relative_positions, extra_entities=tile_entities
         )
-        window = _MAX_WINDOW.get(self.game.name, 64)
-        caps = resolve_caps(self.game, self._space, max_entities, window)
+        # Tilemap types are sized for the camera square procgen shows at the start (a window
+        # that later grows keeps its nearest cells and counts the rest as dropped).
+        self._stepper._read()
+        self._stepper.refresh()
+        window = int(np.ceil(self._stepper.step_values().scalars["view_dim"].max()))
+        tiles = tile_caps(tilemap, list(tile_entities), window, DEFAULT_CHUNK)
+        caps = resolve_caps(self.game, self._space, max_entities, tiles)
         self._layout = PaddedObservation(self._space, caps, num_envs)
         self._plan = EntityPlan(self.game, self._space, self._space)
         self._plan_arrays = (
@@ -225,7 +232,8 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         layout, plan = self._layout, self._plan
         values = values if values is not None else self._stepper.step_values()
         out = layout.empty()
-        collector.set_plan(*self._plan_arrays)
+        if not collector.has_plan:
+            collector.set_plan(*self._plan_arrays)
         counts = np.empty((len(plan.entity_types), self.num_envs), dtype=np.int64)
         collector.count(counts)
         offsets = np.zeros(len(plan.entity_types) + 1, dtype=np.int64)
@@ -236,32 +244,28 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         for s, name in enumerate(plan.entity_types):
             rows = flat[offsets[s] : offsets[s + 1]].reshape(-1, int(plan.widths[s]))
             apply_derived_features(rows, plan.derived[s], counts[s], values)
-            dropped += layout.pad(
-                name, rows, counts[s], self._distance(name, rows, counts[s], out), out
-            )
+            dropped += layout.pad(name, rows, counts[s], out, self._nearest(name, out))
         if self._tiles is not None:
             dropped += self._pad_tiles(collector, values, out)
         out[GLOBAL_KEY][:] = global_features(self.game, self._space.global_features, values)
         return (layout.flatten(out) if self.flatten else out), dropped
 
-    def _distance(
-        self,
-        name: str,
-        rows: npt.NDArray[np.float32],
-        counts: npt.NDArray[np.int64],
-        out: Dict[str, npt.NDArray],
-    ) -> Optional[npt.NDArray[np.float32]]:
+    def _nearest(
+        self, name: str, out: Dict[str, npt.NDArray]
+    ) -> Optional[Tuple[int, int, Optional[npt.NDArray[np.float32]]]]:
+        """How pad ranks this type's rows by distance to the player (None: it cannot)."""
         columns = self._distance_columns[name]
-        if columns is None or len(rows) == 0:
+        if columns is None:
             return None
         kind, cx, cy = columns
         if kind == "relative":
-            return np.hypot(rows[:, cx], rows[:, cy])
-        player = out.get("Player")
-        if player is None:
+            return cx, cy, None
+        player_columns = self._distance_columns.get("Player")
+        if "Player" not in out or player_columns is None or name == "Player":
             return None
-        env = np.repeat(np.arange(self.num_envs), counts)
-        return np.hypot(rows[:, cx] - player[env, 0, cx], rows[:, cy] - player[env, 0, cy])
+        _, px, py = player_columns
+        player = np.ascontiguousarray(out["Player"][:, 0, [px, py]])
+        return cx, cy, player
 
     def _pad_tiles(
         self, collector: Any, values: StepValues, out: Dict[str, npt.NDArray]
@@ -280,8 +284,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         dropped = np.zeros(self.num_envs, dtype=np.int64)
         for t, name in enumerate(self._tiles.names):
             rows, n_rows = outs[t], np.ascontiguousarray(counts[:, t])
-            distance = self._distance(name, rows, n_rows, out)
-            dropped += self._layout.pad(name, rows, n_rows, distance, out)
+            dropped += self._layout.pad(name, rows, n_rows, out, self._nearest(name, out))
         return dropped
 
     def _add_final(self, info: Dict[str, Any], ended: npt.NDArray[np.bool_]) -> None:

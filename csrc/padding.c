@@ -1,0 +1,66 @@
+/* Rows into padded slots; see padding.h. */
+#include "padding.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    float distance;
+    int64_t row;
+} ranked;
+
+static int by_distance(const void *a, const void *b) {
+    const ranked *x = (const ranked *)a, *y = (const ranked *)b;
+    if (x->distance != y->distance) return x->distance < y->distance ? -1 : 1;
+    return (x->row > y->row) - (x->row < y->row);  /* stable: the earlier row first */
+}
+
+static float row_distance(const float *row, int32_t cx, int32_t cy, const float *player) {
+    float dx = row[cx] - (player ? player[0] : 0.0f);
+    float dy = row[cy] - (player ? player[1] : 0.0f);
+    float d = sqrtf(dx * dx + dy * dy);
+    return isnan(d) ? INFINITY : d;
+}
+
+int pe_pad_rows(const float *rows, const int64_t *counts, int64_t n, int32_t width, int32_t cap,
+                int32_t cx, int32_t cy, const float *player, float *out, uint8_t *mask,
+                int64_t *dropped) {
+    if (n < 0 || width < 0 || cap < 0 || cx >= width || cy >= width || (cx >= 0) != (cy >= 0))
+        return -1;
+    size_t slot_bytes = (size_t)width * sizeof(float);
+    int64_t first = 0, most = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (counts[i] < 0) return -1;
+        if (counts[i] > most) most = counts[i];
+    }
+    ranked *order = NULL;
+    if (most > cap && cx >= 0) {
+        order = (ranked *)malloc((size_t)most * sizeof(ranked));
+        if (order == NULL) return -1;
+    }
+    for (int64_t i = 0; i < n; i++, first += counts[i - 1]) {
+        int64_t count = counts[i];
+        int64_t kept = count < cap ? count : cap;
+        float *dst = out + i * (int64_t)cap * width;
+        uint8_t *m = mask + i * (int64_t)cap;
+        dropped[i] = count - kept;
+        if (count <= cap || order == NULL) {
+            if (kept) memcpy(dst, rows + first * width, (size_t)kept * slot_bytes);
+        } else {
+            const float *p = player ? player + 2 * i : NULL;
+            for (int64_t k = 0; k < count; k++) {
+                order[k].distance = row_distance(rows + (first + k) * width, cx, cy, p);
+                order[k].row = k;
+            }
+            qsort(order, (size_t)count, sizeof(ranked), by_distance);
+            for (int64_t k = 0; k < kept; k++)
+                memcpy(dst + k * width, rows + (first + order[k].row) * width, slot_bytes);
+        }
+        if (cap > kept) memset(dst + kept * width, 0, (size_t)(cap - kept) * slot_bytes);
+        memset(m, 1, (size_t)kept);
+        memset(m + kept, 0, (size_t)(cap - kept));
+    }
+    free(order);
+    return 0;
+}

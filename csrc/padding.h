@@ -1,0 +1,27 @@
+/* Variable-length entity rows into fixed [cap] slots per env, with a mask: what padded
+ * observations (procgen_entities/gymnasium) are made of. When an env has more rows than slots,
+ * the rows nearest the player are kept (ties: the earlier row), in order of distance.
+ */
+#ifndef PE_PADDING_H
+#define PE_PADDING_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* rows: [sum(counts), width] float32, env after env; counts[n] rows per env.
+ * Distance of a row: hypot(row[cx] - px, row[cy] - py) with (px, py) = player[2 * env ...] when
+ * player is not NULL, else hypot(row[cx], row[cy]) (relative columns); cx < 0: no distance
+ * (the first cap rows are kept).
+ * out: [n, cap, width] and mask [n, cap] are written entirely (zeros past each env's rows);
+ * dropped[n]: rows beyond cap per env. Returns 0, or -1 on bad arguments or no memory. */
+int pe_pad_rows(const float *rows, const int64_t *counts, int64_t n, int32_t width, int32_t cap,
+                int32_t cx, int32_t cy, const float *player, float *out, uint8_t *mask,
+                int64_t *dropped);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

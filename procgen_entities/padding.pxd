@@ -1,0 +1,8 @@
+# Mirrors csrc/padding.h.
+from libc.stdint cimport int32_t, int64_t, uint8_t
+
+
+cdef extern from "padding.h" nogil:
+    int pe_pad_rows(const float *rows, const int64_t *counts, int64_t n, int32_t width,
+                    int32_t cap, int32_t cx, int32_t cy, const float *player, float *out,
+                    uint8_t *mask, int64_t *dropped) noexcept
