@@ -235,3 +235,47 @@ def test_pad_rows_keeps_the_nearest_in_order_of_distance() -> None:
         assert not out[i, kept:].any() and mask[i].sum() == kept and mask[i, :kept].all()
     with pytest.raises(ValueError, match="disagree"):
         _collector.pad_rows(rows, counts[:3], out[:3], mask[:3], dropped[:3])
+
+
+def test_stable_baselines3_trains_on_the_flat_form(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A third-party trainer end to end: SB3's PPO through gymnasium/sb3.py (2 tiny updates),
+    then the evaluation against every constant action on the same levels."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("stable_baselines3")
+    out = tmp_path / "sb3"
+    command = [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", "coinrun", "--smoke"]
+    run = subprocess.run(command + ["--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert records[0]["kind"] == "run" and records[0]["env"] == "sb3"
+    assert any(r["kind"] == "update" for r in records)
+    evaluation = json.loads((out / "evaluation.json").read_text())
+    assert len([k for k in evaluation if k.startswith("constant")]) == 15
+    assert 0.0 <= evaluation["trained (greedy)"]["completion"] <= 1.0
+    assert (out / "model.zip").exists()
+    assert "completion" in run.stdout
+
+
+def test_sb3_adapter_reports_terminal_observations() -> None:
+    pytest.importorskip("stable_baselines3")
+    from procgen_entities.gymnasium.sb3 import SB3VecEnv
+
+    env = SB3VecEnv(EntityVectorEnv("bigfish", 4, seed=1, flatten=True, autoreset_mode="SameStep"))
+    obs = env.reset()
+    assert obs.shape == (4, env.observation_space.shape[0])
+    rng = np.random.default_rng(0)
+    seen = 0
+    for _ in range(400):
+        env.step_async(rng.integers(0, 15, 4))
+        obs, reward, dones, infos = env.step_wait()
+        for i in np.flatnonzero(dones):
+            assert env.observation_space.contains(infos[i]["terminal_observation"])
+            assert "episode" in infos[i] and isinstance(infos[i]["TimeLimit.truncated"], bool)
+            seen += 1
+    assert seen > 0
+    with pytest.raises(ValueError, match="flatten"):
+        SB3VecEnv(EntityVectorEnv("bigfish", 2, seed=1))
+    env.close()

@@ -1,0 +1,90 @@
+"""Stable-Baselines3 on EntityVectorEnv: an adapter to SB3's own VecEnv interface.
+
+SB3 wants flat observations, same-step resets and the terminal observation in
+``infos[i]["terminal_observation"]`` (with ``"TimeLimit.truncated"``): exactly EntityVectorEnv
+with ``flatten=True`` and SAME_STEP on the headless engine (which has the true terminal states).
+Episode returns and lengths go to ``infos[i]["episode"]`` as SB3's Monitor writes them, so
+``model.ep_info_buffer`` and its logs work. Needs stable-baselines3 (the train extra).
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Type
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from stable_baselines3.common.vec_env import VecEnv
+
+from procgen_entities.gymnasium.vector import EntityVectorEnv
+
+__all__ = ["SB3VecEnv"]
+
+
+class SB3VecEnv(VecEnv):  # type: ignore[misc]
+    """``SB3VecEnv(EntityVectorEnv(game, n, flatten=True, autoreset_mode="SameStep"))``."""
+
+    def __init__(self, env: EntityVectorEnv) -> None:
+        if not env.flatten or env.autoreset_mode != AutoresetMode.SAME_STEP:
+            raise ValueError(
+                "SB3 needs EntityVectorEnv(..., flatten=True, autoreset_mode='SameStep')"
+            )
+        if env.engine != "headless":
+            raise ValueError("SB3 needs terminal observations: the headless engine")
+        self.env = env
+        self._actions: Optional[np.ndarray] = None
+        self._seed: Optional[int] = None
+        super().__init__(env.num_envs, env.single_observation_space, env.single_action_space)
+
+    def reset(self) -> np.ndarray:
+        obs, _ = self.env.reset(seed=self._seed)
+        self._seed = None
+        return obs  # type: ignore[no-any-return]
+
+    def seed(self, seed: Optional[int] = None) -> List[Optional[int]]:
+        self._seed = seed
+        return [seed] * self.num_envs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = np.asarray(actions)
+
+    def step_wait(self) -> Any:
+        assert self._actions is not None, "step_async first"
+        obs, reward, terminated, truncated, info = self.env.step(self._actions)
+        dones = terminated | truncated
+        infos: List[dict] = [{} for _ in range(self.num_envs)]
+        for i in np.flatnonzero(dones):
+            infos[i]["terminal_observation"] = info["final_obs"][i]
+            infos[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+            infos[i]["episode"] = {
+                "r": float(info["episode"]["r"][i]),
+                "l": int(info["episode"]["l"][i]),
+                "t": 0.0,
+            }
+            infos[i]["level_complete"] = bool(info["prev_level_complete"][i])
+        return obs, reward, dones, infos
+
+    def close(self) -> None:
+        self.env.close()
+
+    def get_attr(self, attr_name: str, indices: Any = None) -> List[Any]:
+        return [getattr(self.env, attr_name)] * len(self._indices(indices))
+
+    def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+        setattr(self.env, attr_name, value)
+
+    def env_method(
+        self, method_name: str, *args: Any, indices: Any = None, **kwargs: Any
+    ) -> List[Any]:
+        result = getattr(self.env, method_name)(*args, **kwargs)
+        return [result] * len(self._indices(indices))
+
+    def env_is_wrapped(self, wrapper_class: Type[Any], indices: Any = None) -> List[bool]:
+        return [False] * len(self._indices(indices))
+
+    def get_images(self) -> Sequence[Optional[np.ndarray]]:
+        return list(self.env.render())
+
+    def _indices(self, indices: Any) -> List[int]:
+        if indices is None:
+            return list(range(self.num_envs))
+        return [indices] if isinstance(indices, int) else list(indices)
