@@ -1,7 +1,7 @@
 """PPO from Stable-Baselines3 on entity observations (EntityVectorEnv, flat form), evaluated.
 
     python -m procgen_entities.tools.sb3_ppo GAME [--steps N] [--envs 64] [--seed S] [--out DIR]
-                                               [--eval-episodes 500] [--smoke]
+                                               [--eval-episodes 500] [--ent-coef 0.01] [--smoke]
 
 Trains SB3's PPO (MlpPolicy) on ``EntityVectorEnv(GAME, flatten=True, autoreset_mode=SameStep)``
 with the game's training tilemap, writes ``DIR/metrics.jsonl`` (the format
@@ -111,6 +111,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--eval-episodes", type=int, default=500)
+    parser.add_argument("--ent-coef", type=float, default=0.01, help="PPO entropy bonus")
     parser.add_argument("--smoke", action="store_true", help="2 tiny updates, 16 eval episodes")
     args = parser.parse_args(argv)
     import torch
@@ -126,7 +127,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     info = get_game(args.game)
     n_steps = 16 if args.smoke else 256
     hyper = dict(n_steps=n_steps, batch_size=min(2048, n_steps * args.envs), n_epochs=3,
-                 gamma=0.999, gae_lambda=0.95, ent_coef=0.01, learning_rate=5e-4,
+                 gamma=0.999, gae_lambda=0.95, ent_coef=args.ent_coef, learning_rate=5e-4,
                  clip_range=0.2, max_grad_norm=0.5)  # fmt: skip
     r_min, r_max = info.return_range or (0.0, 10.0)
     meta = {"game": args.game, "env": "sb3", "seed": args.seed, "tilemap": info.training_tilemap,
