@@ -319,15 +319,19 @@ static pe_status check_invariants(const uint8_t *buf, const pe_game_spec *spec,
     return PE_OK;
 }
 
+static pe_status measure_structure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
+                                   pe_layout *layout, pe_error *err);
+
 pe_status pe_measure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
                      pe_layout *layout, pe_error *err) {
-    pe_status s = pe_measure_structure(buf, len, spec, layout, err);
+    pe_status s = measure_structure(buf, len, spec, layout, err);
     if (s != PE_OK) return s;
     return check_invariants(buf, spec, layout, err);
 }
 
-pe_status pe_measure_structure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
-                               pe_layout *layout, pe_error *err) {
+/* The walk and its structural checks; the invariants come after. */
+static pe_status measure_structure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
+                                   pe_layout *layout, pe_error *err) {
     cursor c = {buf, len, 0, err};
     const uint8_t *name;
     int32_t name_len, grid_size, n_entities, w, h, count = 0;

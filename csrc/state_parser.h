@@ -149,10 +149,6 @@ pe_status pe_read_game_name(const uint8_t *buf, int64_t len, const uint8_t **nam
 pe_status pe_measure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
                      pe_layout *layout, pe_error *err);
 
-/* The same, without the invariants (for reading states as they are, e.g. to report them). */
-pe_status pe_measure_structure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
-                               pe_layout *layout, pe_error *err);
-
 /* Value of trailer item `item` of a measured state: a scalar's value (f32 converted), or a
  * vector's length. */
 double pe_trailer_item_value(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *spec,

@@ -31,10 +31,6 @@ struct pe_pool {
     void *ctx;
 };
 
-typedef struct {
-    pe_pool *pool;
-    int rank;                  /* 1..num_threads-1; the caller is rank 0 */
-} worker_arg;
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -80,10 +76,8 @@ static void run_chunks(pe_pool *pool, int64_t n, pe_task_fn fn, void *ctx) {
 }
 
 static void *worker_main(void *raw) {
-    worker_arg *arg = (worker_arg *)raw;
-    pe_pool *pool = arg->pool;
+    pe_pool *pool = (pe_pool *)raw;
     uint64_t seen = 0;
-    free(arg);
     for (;;) {
         if (!spin_while_u64(&pool->generation, seen, &pool->stopping)) {
             pthread_mutex_lock(&pool->lock);
@@ -120,15 +114,8 @@ pe_pool *pe_pool_create(int num_threads) {
         pe_pool_destroy(pool);
         return NULL;
     }
-    for (int rank = 1; rank < num_threads; rank++) {
-        worker_arg *arg = (worker_arg *)malloc(sizeof(worker_arg));
-        if (arg == NULL) break;
-        arg->pool = pool;
-        arg->rank = rank;
-        if (pthread_create(&pool->workers[rank - 1], NULL, worker_main, arg) != 0) {
-            free(arg);
-            break;
-        }
+    for (int k = 1; k < num_threads; k++) {
+        if (pthread_create(&pool->workers[k - 1], NULL, worker_main, pool) != 0) break;
         pool->started++;
     }
     if (pool->started != num_threads - 1) {

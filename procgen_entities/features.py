@@ -10,7 +10,7 @@ in ``DERIVED_GLOBALS``. No RL framework is imported.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
@@ -205,6 +205,25 @@ class EntityPlan:
         if unknown_globals:
             raise ValueError(f"{game.name}: unknown global features {unknown_globals}")
         self.global_features = list(requested.global_features)
+
+    def gather(
+        self, collector: Any, n: int, values: StepValues
+    ) -> Tuple[List[np.ndarray], np.ndarray]:
+        """The entities of the ``n`` states in a StateCollector whose plan is this one: float32
+        rows per slot (env after env, derived features filled) and int64 [slots, n] counts."""
+        n_slots = len(self.entity_types)
+        counts = np.empty((n_slots, n), dtype=np.int64)
+        collector.count(counts)
+        offsets = np.zeros(n_slots + 1, dtype=np.int64)
+        np.cumsum(counts.sum(axis=1) * self.widths, out=offsets[1:])
+        flat = np.empty(offsets[-1], dtype=np.float32)
+        collector.gather(counts, offsets, flat)
+        rows = []
+        for s in range(n_slots):
+            slot_rows = flat[offsets[s] : offsets[s + 1]].reshape(-1, int(self.widths[s]))
+            apply_derived_features(slot_rows, self.derived[s], counts[s], values)
+            rows.append(slot_rows)
+        return rows, counts
 
 
 def apply_derived_features(

@@ -111,7 +111,9 @@ class ProcgenStepper:
         self._center_x, self._center_y, self._view_dim = (
             SCALAR_NAMES.index(name) for name in ("center_x", "center_y", "view_dim")
         )
-        self._values = self._make_step_values()
+        self._values = self._step_values_of(
+            self._scalars, self._trailer, self._heads, self._truncated.view(np.bool_)
+        )
         self._fresh = True  # every env is at the first state of a level, nothing stepped yet
 
     # ---- procgen ----
@@ -165,7 +167,6 @@ class ProcgenStepper:
             )  # fmt: skip
             return
         # procgen steps (and renders) on its own threads: act on every group first.
-        before = self._scalars[:, self._cur_time].copy()
         for env, start, size in zip(self._envs, self._group_starts, self._group_sizes):
             env.act(chosen[start : start + size])
         if self._live is None:
@@ -174,21 +175,16 @@ class ProcgenStepper:
             for env in self._envs:
                 env._c_lib.libenv_observe(env._c_env)  # wait for procgen's stepping threads
             self._read()
-        self._truncated_from_time(before)
-
-    def _truncated_from_time(self, cur_time_before: npt.NDArray[np.float64]) -> None:
-        """procgen-stepped engines: an episode that ended on the step that reached the time
-        limit counts as truncated (procgen gives no other sign of it)."""
-        self._collector.fill(self._scalars, self._trailer)
-        done = self._scalars[:, self._done] != 0
-        timeout = self._scalars[:, self._timeout]
-        self._truncated[:] = done & (cur_time_before + 1 >= timeout)
 
     # ---- stepping ----
 
-    def restart(self) -> None:
-        """New procgen envs (same seeds) unless nothing was stepped yet; then read them."""
+    def restart(self, seed: Optional[int] = None) -> None:
+        """New procgen envs unless nothing was stepped yet (with ``seed``: always, seeded with
+        it; else the same seeds as before); then read them."""
         self._check_open()
+        if seed is not None:
+            self._seed = int(seed)
+            self._fresh = False
         if not self._fresh:
             self._close_envs()
             self._make_envs()
@@ -204,8 +200,14 @@ class ProcgenStepper:
         self._fresh = False
         if chosen.shape != (self.num_envs,):
             raise ValueError(f"expected one action per env ({self.num_envs}), got {chosen.shape}")
+        cur_time_before = self._scalars[:, self._cur_time].copy()
         self._step(chosen.astype(np.int32, copy=False))
         self.refresh()
+        if self.engine != "headless":
+            # procgen stepped: an episode that ended on the step that reached the time limit
+            # counts as truncated (procgen gives no other sign of it)
+            done = self._scalars[:, self._done] != 0
+            self._truncated[:] = done & (cur_time_before + 1 >= self._scalars[:, self._timeout])
 
     def values_of(self, collector: Any) -> StepValues:
         """StepValues of the states in another collector of this stepper's size (e.g. the
@@ -221,12 +223,7 @@ class ProcgenStepper:
         scalars[empty], trailer[empty], heads[empty] = (
             self._scalars[empty], self._trailer[empty], self._heads[empty],
         )  # fmt: skip
-        return StepValues(
-            truncated=np.zeros(n, dtype=np.bool_),
-            scalars={name: scalars[:, i] for i, name in enumerate(SCALAR_NAMES)},
-            extras={name: trailer[:, i] for i, name in enumerate(self.game.trailer_scalars)},
-            vector_heads={name: heads[:, v] for v, name in enumerate(self.game.trailer_vectors)},
-        )
+        return self._step_values_of(scalars, trailer, heads, np.zeros(n, dtype=np.bool_))
 
     def refresh(self) -> None:
         """Parse the current states into the step_values() arrays."""
@@ -327,14 +324,19 @@ class ProcgenStepper:
         are views that the next step overwrites: copy what you keep."""
         return self._values
 
-    def _make_step_values(self) -> StepValues:
+    def _step_values_of(
+        self,
+        scalars: npt.NDArray[np.float64],
+        trailer: npt.NDArray[np.float64],
+        heads: npt.NDArray[np.float64],
+        truncated: npt.NDArray[np.bool_],
+    ) -> StepValues:
+        """StepValues as named column views of the arrays the collector fills."""
         return StepValues(
-            truncated=self._truncated.view(np.bool_),
-            scalars={name: self._scalars[:, i] for i, name in enumerate(SCALAR_NAMES)},
-            extras={name: self._trailer[:, i] for i, name in enumerate(self.game.trailer_scalars)},
-            vector_heads={
-                name: self._heads[:, v] for v, name in enumerate(self.game.trailer_vectors)
-            },
+            truncated=truncated,
+            scalars={name: scalars[:, i] for i, name in enumerate(SCALAR_NAMES)},
+            extras={name: trailer[:, i] for i, name in enumerate(self.game.trailer_scalars)},
+            vector_heads={name: heads[:, v] for v, name in enumerate(self.game.trailer_vectors)},
         )
 
     def _check_open(self) -> None:

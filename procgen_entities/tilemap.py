@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -278,6 +278,18 @@ class CameraConverter:
         """grids int32 [n, H, W] (C-contiguous) -> (rows per entity type in ``names`` order,
         int64 [n, T] rows per grid), for the windows of the last ``set_cameras``."""
         return _tilemap.convert(grids, self.spec, self.mode, self.chunk, self.crops, self.refs)
+
+    def convert_states(
+        self, collector: Any, grid: np.ndarray, camera: Mapping[str, np.ndarray]
+    ) -> Tuple[List[npt.NDArray[np.float32]], npt.NDArray[np.int64]]:
+        """``convert`` for the states in a StateCollector: the windows of their cameras
+        (``camera``: center_x, center_y, view_dim per state), only the rows they cover copied
+        into ``grid`` [n, H, W] (a 13-row window of coinrun's 64-row grid)."""
+        crops = self.set_cameras(camera["center_x"], camera["center_y"], camera["view_dim"])
+        collector.fill_grid_rows(
+            np.ascontiguousarray(crops[:, 1]), np.ascontiguousarray(crops[:, 3]), grid
+        )
+        return self.convert(grid)
 
 
 def _crops(

@@ -21,7 +21,6 @@ from procgen_entities.entity_gym.observation import (
     GLOBAL_ENTITY,
     EntityPlan,
     action_space,
-    apply_derived_features,
     global_features,
     observation_space,
 )
@@ -123,15 +122,7 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
         ]
         if not wanted:
             return
-        s = self._scalars
-        crops = self._tiles.set_cameras(
-            s[:, self._center_x], s[:, self._center_y], s[:, self._view_dim]
-        )
-        # copy only the rows the windows cover (a 13-row window of coinrun's 64-row grid)
-        self._collector.fill_grid_rows(
-            np.ascontiguousarray(crops[:, 1]), np.ascontiguousarray(crops[:, 3]), self._grid
-        )
-        outs, counts = self._tiles.convert(self._grid)
+        outs, counts = self._tiles.convert_states(self._collector, self._grid, self._values.scalars)
         for name in wanted:
             full = self._obs_space.entities.get(name)
             if name not in self._tiles.names or full is None:
@@ -173,21 +164,12 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
         collector = self._collector  # scalars, trailer and heads: filled by refresh()
         if self.tilemap and self._grid is None:
             self._grid = np.zeros((self.num_envs, *collector.grid_shape()), dtype=np.int32)
-        n_slots = len(plan.entity_types)
-        counts = np.empty((n_slots, self.num_envs), dtype=np.int64)
-        collector.count(counts)
-        totals = counts.sum(axis=1)
-        slot_offsets = np.zeros(n_slots + 1, dtype=np.int64)
-        np.cumsum(totals * plan.widths, out=slot_offsets[1:])
-        flat = np.empty(slot_offsets[-1], dtype=np.float32)
-        collector.gather(counts, slot_offsets, flat)
-
         values = self._values
-        features: Dict[str, RaggedBufferF32] = {}
-        for s, name in enumerate(plan.entity_types):
-            rows = flat[slot_offsets[s] : slot_offsets[s + 1]].reshape(-1, int(plan.widths[s]))
-            apply_derived_features(rows, plan.derived[s], counts[s], values)
-            features[name] = RaggedBufferF32.from_flattened(rows, counts[s])
+        rows, counts = plan.gather(collector, self.num_envs, values)
+        features: Dict[str, RaggedBufferF32] = {
+            name: RaggedBufferF32.from_flattened(rows[s], counts[s])
+            for s, name in enumerate(plan.entity_types)
+        }
         # The global action is taken by the global entity, which comes after all others.
         actor = counts.sum(axis=0)
         self._add_tile_entities(features, obs_filter, actor)

@@ -34,7 +34,6 @@ from procgen_entities.features import (
     EntityPlan,
     FeatureSpace,
     StepValues,
-    apply_derived_features,
     feature_space,
     global_features,
 )
@@ -165,10 +164,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self, *, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None
     ) -> Tuple[Any, Dict[str, Any]]:
         """New envs; ``seed`` seeds procgen's level sampling (the same seed, the same levels)."""
-        if seed is not None:
-            self._stepper._seed = int(seed)
-            self._stepper._fresh = False  # re-create the envs with this seed
-        self._stepper.restart()
+        self._stepper.restart(seed)
         self._returns[:] = 0.0
         self._lengths[:] = 0
         obs, dropped = self._observe(self._stepper._collector)
@@ -234,17 +230,10 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         out = layout.empty()
         if not collector.has_plan:
             collector.set_plan(*self._plan_arrays)
-        counts = np.empty((len(plan.entity_types), self.num_envs), dtype=np.int64)
-        collector.count(counts)
-        offsets = np.zeros(len(plan.entity_types) + 1, dtype=np.int64)
-        np.cumsum(counts.sum(axis=1) * plan.widths, out=offsets[1:])
-        flat = np.empty(offsets[-1], dtype=np.float32)
-        collector.gather(counts, offsets, flat)
+        rows, counts = plan.gather(collector, self.num_envs, values)
         dropped = np.zeros(self.num_envs, dtype=np.int64)
         for s, name in enumerate(plan.entity_types):
-            rows = flat[offsets[s] : offsets[s + 1]].reshape(-1, int(plan.widths[s]))
-            apply_derived_features(rows, plan.derived[s], counts[s], values)
-            dropped += layout.pad(name, rows, counts[s], out, self._nearest(name, out))
+            dropped += layout.pad(name, rows[s], counts[s], out, self._nearest(name, out))
         if self._tiles is not None:
             dropped += self._pad_tiles(collector, values, out)
         out[GLOBAL_KEY][:] = global_features(self.game, self._space.global_features, values)
@@ -275,12 +264,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             self._grid = np.zeros(
                 (self.num_envs, *self._stepper._collector.grid_shape()), dtype=np.int32
             )
-        camera = values.scalars
-        crops = self._tiles.set_cameras(camera["center_x"], camera["center_y"], camera["view_dim"])
-        collector.fill_grid_rows(
-            np.ascontiguousarray(crops[:, 1]), np.ascontiguousarray(crops[:, 3]), self._grid
-        )
-        outs, counts = self._tiles.convert(self._grid)
+        outs, counts = self._tiles.convert_states(collector, self._grid, values.scalars)
         dropped = np.zeros(self.num_envs, dtype=np.int64)
         for t, name in enumerate(self._tiles.names):
             rows, n_rows = outs[t], np.ascontiguousarray(counts[:, t])
