@@ -35,7 +35,7 @@ int pe_pad_rows(const float *rows, const int64_t *counts, int64_t n, int32_t wid
         if (counts[i] > most) most = counts[i];
     }
     ranked *order = NULL;
-    if (most > cap && cx >= 0) {
+    if (most > 1 && cap > 0 && cx >= 0) {
         order = (ranked *)malloc((size_t)most * sizeof(ranked));
         if (order == NULL) return -1;
     }
@@ -45,7 +45,7 @@ int pe_pad_rows(const float *rows, const int64_t *counts, int64_t n, int32_t wid
         float *dst = out + i * (int64_t)cap * width;
         uint8_t *m = mask + i * (int64_t)cap;
         dropped[i] = count - kept;
-        if (count <= cap || order == NULL) {
+        if (count <= 1 || order == NULL) {
             if (kept) memcpy(dst, rows + first * width, (size_t)kept * slot_bytes);
         } else {
             const float *p = player ? player + 2 * i : NULL;

@@ -1,6 +1,8 @@
 /* Variable-length entity rows into fixed [cap] slots per env, with a mask: what padded
- * observations (procgen_entities/gymnasium) are made of. When an env has more rows than slots,
- * the rows nearest the player are kept (ties: the earlier row), in order of distance.
+ * observations (procgen_entities/gymnasium) are made of. Rows go to the slots nearest the player
+ * first (ties: the earlier row), so slot 0 always holds the nearest entity of its type: a fixed
+ * meaning per slot is what an MLP over the flat observation needs. When an env has more rows
+ * than slots, the nearest are kept.
  */
 #ifndef PE_PADDING_H
 #define PE_PADDING_H

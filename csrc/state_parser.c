@@ -424,6 +424,26 @@ static inline float read_entity_field(const uint8_t *record, int32_t field) {
     return ENTITY_FIELD_IS_INT[field] ? (float)pe_load_i32(p) : pe_load_f32(p);
 }
 
+static int scalar_index(const char *name) {
+    for (int i = 0; i < N_SCALARS; i++)
+        if (strcmp(SCALARS[i].name, name) == 0) return i;
+    return -1;
+}
+
+void pe_camera(const uint8_t *buf, const pe_layout *layout, float *center_x, float *center_y,
+               float *view_dim) {
+    /* looked up once; every thread computes the same values, so a race only repeats the work */
+    static int cx = -1, cy = -1, dim = -1;
+    if (dim < 0) {
+        cx = scalar_index("center_x");
+        cy = scalar_index("center_y");
+        dim = scalar_index("view_dim");
+    }
+    *center_x = pe_load_f32(buf + anchor_offset(layout, SCALARS[cx].from) + SCALARS[cx].at);
+    *center_y = pe_load_f32(buf + anchor_offset(layout, SCALARS[cy].from) + SCALARS[cy].at);
+    *view_dim = pe_load_f32(buf + anchor_offset(layout, SCALARS[dim].from) + SCALARS[dim].at);
+}
+
 int64_t pe_vector_value_count(const pe_layout *layout, const pe_game_spec *spec) {
     int64_t total = 0;
     int v = 0;

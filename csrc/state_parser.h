@@ -154,6 +154,10 @@ pe_status pe_measure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
 double pe_trailer_item_value(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *spec,
                              int32_t item);
 
+/* The camera of a measured state: the square procgen shows is center +- view_dim / 2. */
+void pe_camera(const uint8_t *buf, const pe_layout *layout, float *center_x, float *center_y,
+               float *view_dim);
+
 /* Copy from one measured state into caller-owned outputs. Any output may be NULL to skip it.
  *   scalars:          pe_scalar_count() doubles
  *   entity_fields:    n_fields indices into the 31 entity fields

@@ -1,6 +1,7 @@
 /* Many states at once; see state_set.h. */
 #include "state_set.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -174,6 +175,45 @@ void pe_fill_grid_rows(pe_pool *pool, const pe_state_set *set, const int32_t *fi
     pe_pool_run(pool, set->n, fill_rows_one, &job);
 }
 
+/* procgen's get_obj_from_floats (basic-abstract-game.cpp:167-185): negative coordinates and
+ * cells off the grid are outside. */
+static double cell_at(const uint8_t *buf, const pe_layout *l, float x, float y) {
+    if (x < 0 || y < 0) return PE_CELL_OUTSIDE;
+    float fx = floorf(x), fy = floorf(y);
+    if (fx >= (float)l->width || fy >= (float)l->height) return PE_CELL_OUTSIDE;
+    int64_t index = (int64_t)fx + (int64_t)fy * l->width;
+    return (double)pe_load_i32(buf + l->grid_at + 4 * index);
+}
+
+typedef struct {
+    const pe_state_set *set;
+    double *footing;
+} footing_job;
+
+static void footing_one(void *raw, int64_t i) {
+    footing_job *job = (footing_job *)raw;
+    const pe_layout *l = &job->set->layouts[i];
+    const uint8_t *buf = job->set->buffers[i];
+    double *out = job->footing + 3 * i;
+    if (job->set->status[i] != PE_OK || l->n_entities < 1) {
+        out[0] = out[1] = out[2] = NAN;
+        return;
+    }
+    const uint8_t *player = buf + l->entities_at;
+    float x = pe_load_f32(player), y = pe_load_f32(player + 4), vy = pe_load_f32(player + 12);
+    float rx = pe_load_f32(player + 16), ry = pe_load_f32(player + 20);
+    /* the same arithmetic as procgen: double offsets, then float arguments */
+    float below = (float)((double)y - ((double)ry + .01));
+    out[0] = cell_at(buf, l, (float)((double)x - ((double)rx - .01)), below);
+    out[1] = cell_at(buf, l, (float)((double)x + ((double)rx - .01)), below);
+    out[2] = (double)vy;
+}
+
+void pe_fill_player_footing(pe_pool *pool, const pe_state_set *set, double *footing) {
+    footing_job job = {set, footing};
+    pe_pool_run(pool, set->n, footing_one, &job);
+}
+
 /* The trailer item of the index-th scalar (or vector) of a spec, -1 if there is none. */
 static int32_t trailer_item(const pe_game_spec *spec, int32_t index, int vectors) {
     for (int32_t i = 0, seen = 0; i < spec->n_trailer; i++) {
@@ -259,6 +299,31 @@ static void enabled_slots(const pe_entity_plan *plan, const uint8_t *buf, const 
                      pe_trailer_scalar(buf, l, spec, plan->condition[s]) != 0.0;
 }
 
+/* The camera's square, for windowed slots. */
+typedef struct {
+    float cx, cy, half;
+} camera_square;
+
+static camera_square square_of(const uint8_t *buf, const pe_layout *l) {
+    camera_square sq;
+    float dim;
+    pe_camera(buf, l, &sq.cx, &sq.cy, &dim);
+    sq.half = dim / 2;
+    return sq;
+}
+
+/* An entity is shown when its box overlaps the square (NaN fields: never). */
+static inline int in_square(const uint8_t *record, const camera_square *sq) {
+    float x = pe_load_f32(record), y = pe_load_f32(record + 4);
+    float rx = pe_load_f32(record + 16), ry = pe_load_f32(record + 20);
+    return fabsf(x - sq->cx) < sq->half + fabsf(rx) && fabsf(y - sq->cy) < sq->half + fabsf(ry);
+}
+
+static inline int visible(const pe_entity_plan *plan, int32_t s, const uint8_t *record,
+                          const camera_square *sq) {
+    return plan->windowed == NULL || !plan->windowed[s] || in_square(record, sq);
+}
+
 typedef struct {
     const pe_entity_plan *plan;
     const pe_state_set *set;
@@ -280,10 +345,11 @@ static void count_one(void *raw, int64_t i) {
     for (int32_t s = 0; s < plan->n_slots; s++) job->counts[s * n + i] = 0;
     if (job->set->status[i] != PE_OK) return;  /* a failed collect has no entities */
     enabled_slots(plan, buf, l, job->spec, enabled);
+    camera_square sq = square_of(buf, l);
     const uint8_t *record = buf + l->entities_at;
     for (int32_t e = 0; e < l->n_entities; e++, record += PE_ENTITY_BYTES) {
         int32_t s = slot_of(plan, record);
-        if (s >= 0 && enabled[s]) job->counts[s * n + i]++;
+        if (s >= 0 && enabled[s] && visible(plan, s, record, &sq)) job->counts[s * n + i]++;
     }
 }
 
@@ -311,11 +377,12 @@ static void fill_entities_one(void *raw, int64_t i) {
     if (job->set->status[i] != PE_OK) return;
     enabled_slots(plan, buf, l, job->spec, enabled);
     for (int32_t s = 0; s < plan->n_slots; s++) next_row[s] = job->row_starts[s * n + i];
+    camera_square sq = square_of(buf, l);
     const uint8_t *player = buf + l->entities_at;
     const uint8_t *record = player;
     for (int32_t e = 0; e < l->n_entities; e++, record += PE_ENTITY_BYTES) {
         int32_t s = slot_of(plan, record);
-        if (s < 0 || !enabled[s]) continue;
+        if (s < 0 || !enabled[s] || !visible(plan, s, record, &sq)) continue;
         /* Never write past the rows counted for this state (counts from another collect). */
         if (next_row[s] >= job->row_starts[s * n + i] + job->row_counts[s * n + i]) continue;
         int32_t f0 = plan->feature_start[s], nf = plan->feature_start[s + 1] - f0;

@@ -59,6 +59,14 @@ void pe_fill_states(pe_pool *pool, const pe_state_set *set, const pe_game_spec *
 void pe_fill_grid_rows(pe_pool *pool, const pe_state_set *set, const int32_t *first_row,
                        const int32_t *n_rows, int32_t *grid);
 
+/* What the player stands on, for every state: footing[3 * i + k] is the grid cell under its
+ * bottom-left (k = 0) and bottom-right (k = 1) corner, probed where procgen's platformers do
+ * before each step (x -+ (rx - .01), y - (ry + .01); coinrun.cpp:458-461), PE_CELL_OUTSIDE when
+ * the point is off the grid; k = 2 is the player's vy. A failed state (or one without entities)
+ * gets NaN in all three. The player is the first entity record. */
+#define PE_CELL_OUTSIDE (-1.0)
+void pe_fill_player_footing(pe_pool *pool, const pe_state_set *set, double *footing);
+
 /* The first max_items items of every trailer vector, zero-padded: heads[(i * V + v) * max_items
  * + k] for state i, vector v; lengths[i * V + v] the vector's full length. For the small
  * fixed vectors that become global features (heist has_keys, plunder target_bools). Entity
@@ -81,6 +89,8 @@ typedef struct {
     const int32_t *feature_start;  /* n_slots + 1 offsets into features */
     const int32_t *features;       /* entity field index 0..30, or PE_FEATURE_REL_X / _Y */
     const int32_t *condition;      /* per slot: trailer scalar that must be non-zero, or -1 */
+    const uint8_t *windowed;       /* per slot: 1 = only entities that overlap the camera's
+                                    * square (what procgen shows); NULL = every entity */
 } pe_entity_plan;
 
 /* 0 if the plan is usable with this spec, -1 otherwise. */

@@ -25,6 +25,7 @@ import numpy as np
 #: procgen's own get_state buffer size; a smaller buffer makes procgen abort the process.
 DEFAULT_CAPACITY = 1 << 20
 FEATURE_REL_X = PE_FEATURE_REL_X
+CELL_OUTSIDE = PE_CELL_OUTSIDE
 FEATURE_REL_Y = PE_FEATURE_REL_Y
 MAX_SLOTS = PE_MAX_SLOTS
 DEFER_RESET = PE_LIVE_DEFER_RESET
@@ -205,17 +206,20 @@ cdef class StateCollector:
         return 0
 
     def set_plan(self, const int32_t[::1] type_to_slot, const int32_t[::1] feature_start,
-                 const int32_t[::1] features, const int32_t[::1] condition):
+                 const int32_t[::1] features, const int32_t[::1] condition,
+                 const uint8_t[::1] windowed):
         n_slots = condition.shape[0]
-        if feature_start.shape[0] != n_slots + 1 or features.shape[0] < feature_start[n_slots]:
+        if (feature_start.shape[0] != n_slots + 1 or features.shape[0] < feature_start[n_slots]
+                or windowed.shape[0] != n_slots):
             raise UsageError("entity plan arrays have inconsistent lengths")
-        self._plan_arrays = (type_to_slot, feature_start, features, condition)
+        self._plan_arrays = (type_to_slot, feature_start, features, condition, windowed)
         self.plan.n_slots = <int32_t>n_slots
         self.plan.lut_size = <int32_t>type_to_slot.shape[0]
         self.plan.type_to_slot = &type_to_slot[0] if type_to_slot.shape[0] else NULL
         self.plan.feature_start = &feature_start[0]
         self.plan.features = &features[0] if features.shape[0] else NULL
         self.plan.condition = &condition[0] if n_slots else NULL
+        self.plan.windowed = &windowed[0] if n_slots else NULL
         if pe_plan_check(&self.plan, &self.spec.spec) != 0:
             self.has_plan = False
             raise UsageError("invalid entity plan")
@@ -285,6 +289,15 @@ cdef class StateCollector:
         with nogil:
             pe_fill_vector_heads(NULL, self.set, &self.spec.spec, <int32_t>heads.shape[2],
                                  &heads[0, 0, 0], &lengths[0, 0])
+
+    def player_footing(self, double[:, ::1] footing):
+        """Per state: the grid cells under the player's two bottom corners (CELL_OUTSIDE off the
+        grid) and its vy, where procgen's platformers probe for support; NaN for failed slots."""
+        self._check_open()
+        if footing.shape[0] != self.num_states or footing.shape[1] != 3:
+            raise UsageError(f"footing must be [{self.num_states}, 3]")
+        with nogil:
+            pe_fill_player_footing(NULL, self.set, &footing[0, 0])
 
     def grid_shape(self):
         self._check_open()

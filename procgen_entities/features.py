@@ -24,10 +24,13 @@ __all__ = [
     "FeatureSpace",
     "StepValues",
     "VECTOR_HEAD_ITEMS",
+    "batch_footing",
+    "batch_in_view",
     "entity_features",
     "feature_space",
     "global_feature_names",
     "global_features",
+    "on_ground",
 ]
 
 #: The 15 button combinations procgen maps its discrete actions to (procgen's get_combos order).
@@ -51,6 +54,8 @@ class StepValues:
     vector_heads: Mapping[str, np.ndarray]  # trailer vector name -> [n, k] first items
     #: the episode that ended at this step ended by the time limit, not by the game
     truncated: Optional[np.ndarray] = None
+    #: platformers: [n, 3] cells under the player's bottom corners and its vy (player_footing)
+    footing: Optional[np.ndarray] = None
 
 
 def _scaled_time(v: StepValues) -> np.ndarray:
@@ -79,6 +84,70 @@ DERIVED_GLOBALS: Dict[str, Callable[[StepValues], np.ndarray]] = {
     "targets_left": lambda v: v.extras["target_quota"] - v.extras["targets_hit"],
     **{f"has_key_{k}": _vector_item("has_keys", k) for k in range(3)},
     **{f"target_{k}": _vector_item("target_bools", k) for k in range(6)},
+}
+
+
+def on_ground(game: Game, v: StepValues) -> np.ndarray:
+    """1.0 where the player can jump at the next step (``game.support``): a supporting tile or
+    the world's edge under a bottom corner (and, per game, at rest or on a crate). procgen's own
+    ``has_support`` is this value one step late."""
+    support = game.support
+    if support is None or v.footing is None:
+        raise ValueError(f"{game.name}: on_ground needs a declared support and the footing")
+    cells, vy = v.footing[:, :2], v.footing[:, 2]
+    edge = v.scalars["out_of_bounds_object"][:, None]
+    cells = np.where(cells == _collector.CELL_OUTSIDE, edge, cells)
+    tiles = [t for name in support.tiles for t in game.tiles[name]]
+    supported = (np.isin(cells, tiles) | (cells == edge)).any(axis=1)
+    if support.flag is not None:
+        supported |= v.extras[support.flag] != 0
+    if support.at_rest:
+        supported &= vy == 0
+    return supported.astype(np.float64)
+
+
+def batch_footing(batch: Any) -> np.ndarray:
+    """``player_footing`` of a parsed StateBatch (either parser), computed here in numpy: an
+    independent check of the C version, and the footing of the reference baseline."""
+    n = len(batch)
+    out = np.full((n, 3), np.nan)
+    fields = {name: batch.entity_fields.index(name) for name in ("x", "y", "vy", "rx", "ry")}
+    offsets = batch.entity_offsets
+    for i in range(n):
+        if batch.entity_counts[i] == 0 or batch.grid is None:
+            continue
+        x, y, vy, rx, ry = (float(batch.entities[offsets[i], fields[f]]) for f in fields)
+        grid = batch.grid[i]
+        below = np.float32(y - (ry + 0.01))
+        for k, px in enumerate((x - (rx - 0.01), x + (rx - 0.01))):
+            out[i, k] = _cell_at(grid, np.float32(px), below)
+        out[i, 2] = vy
+    return out
+
+
+def _cell_at(grid: np.ndarray, x: np.float32, y: np.float32) -> float:
+    if x < 0 or y < 0:
+        return float(_collector.CELL_OUTSIDE)
+    cx, cy = int(np.floor(x)), int(np.floor(y))
+    if cx >= grid.shape[1] or cy >= grid.shape[0]:
+        return float(_collector.CELL_OUTSIDE)
+    return float(grid[cy, cx])
+
+
+def batch_in_view(batch: Any) -> np.ndarray:
+    """bool per entity row of a parsed StateBatch: does it overlap the square its state's camera
+    shows (``center +- view_dim / 2``)? What ``EntityPlan(window=True)`` keeps, in numpy."""
+    env_of = np.repeat(np.arange(len(batch)), batch.entity_counts)
+    field = {n: batch.entities[:, batch.entity_fields.index(n)] for n in ("x", "y", "rx", "ry")}
+    half = (batch.scalars["view_dim"].astype(np.float32) / np.float32(2))[env_of]
+    dx = np.abs(field["x"] - batch.scalars["center_x"].astype(np.float32)[env_of])
+    dy = np.abs(field["y"] - batch.scalars["center_y"].astype(np.float32)[env_of])
+    return (dx < half + np.abs(field["rx"])) & (dy < half + np.abs(field["ry"]))
+
+
+#: Global features computed from the game's declaration as well as the step's values.
+GAME_DERIVED_GLOBALS: Dict[str, Callable[[Game, StepValues], np.ndarray]] = {
+    "on_ground": on_ground,
 }
 VECTOR_HEAD_ITEMS = 6  # enough for heist has_keys (<= 3) and plunder target_bools (6)
 
@@ -146,6 +215,8 @@ def global_features(game: Game, names: Sequence[str], values: StepValues) -> np.
     for j, name in enumerate(names):
         if name in DERIVED_GLOBALS:
             out[:, j] = DERIVED_GLOBALS[name](values)
+        elif name in GAME_DERIVED_GLOBALS:
+            out[:, j] = GAME_DERIVED_GLOBALS[name](game, values)
         elif name in values.extras:
             out[:, j] = values.extras[name]
         else:
@@ -157,7 +228,12 @@ class EntityPlan:
     """Which procgen entities go to which entity type, with which features: the arrays the C
     gatherer reads, built from a feature space (the full one or a filter of it)."""
 
-    def __init__(self, game: Game, full_space: _SpaceLike, requested: _SpaceLike) -> None:
+    def __init__(
+        self, game: Game, full_space: _SpaceLike, requested: _SpaceLike, window: bool = True
+    ) -> None:
+        """``window``: entity types other than the Player keep only the entities that overlap
+        the square procgen's camera shows (what a pixel agent sees; tile types are cropped
+        the same way by the tilemap)."""
         self.game = game
         type_ids = {name: tid for tid, name in game.entity_types.items()}
         trailer_scalars = list(game.trailer_scalars)
@@ -198,6 +274,9 @@ class EntityPlan:
         self.feature_start = np.array(feature_start, dtype=np.int32)
         self.codes = np.array(codes, dtype=np.int32)
         self.condition = np.array(condition, dtype=np.int32)
+        self.windowed = np.array(
+            [window and name != "Player" for name in self.entity_types], dtype=np.uint8
+        )
         self.widths = np.diff(self.feature_start).astype(np.int64)
         unknown_globals = [
             g for g in requested.global_features if g not in full_space.global_features
@@ -205,6 +284,11 @@ class EntityPlan:
         if unknown_globals:
             raise ValueError(f"{game.name}: unknown global features {unknown_globals}")
         self.global_features = list(requested.global_features)
+
+    @property
+    def arrays(self) -> Tuple[np.ndarray, ...]:
+        """What ``StateCollector.set_plan`` takes."""
+        return (self.type_to_slot, self.feature_start, self.codes, self.condition, self.windowed)
 
     def gather(
         self, collector: Any, n: int, values: StepValues

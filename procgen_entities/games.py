@@ -53,6 +53,21 @@ SPACE_TILE = 100
 
 
 @dataclass(frozen=True)
+class Support:
+    """When a platformer lets its player jump, read from the state after a step: what procgen's
+    ``set_action_xy`` computes at the start of the next step (coinrun.cpp:458-463,
+    ninja.cpp:358-361, climber.cpp:278-281, jumper.cpp:400-405). The stored ``has_support`` is the value from the
+    start of the step that made the state, one step stale."""
+
+    #: tile classes that hold the player up under either bottom corner (off the grid also does)
+    tiles: tuple[str, ...] = ("Wall",)
+    #: only while vy == 0 (coinrun)
+    at_rest: bool = False
+    #: a trailer bool that also counts as support (coinrun's is_on_crate)
+    flag: str | None = None
+
+
+@dataclass(frozen=True)
 class Game:
     """Everything the package knows about one procgen game.
 
@@ -90,6 +105,8 @@ class Game:
     return_range: tuple[float, float] | None = None
     #: The tilemap mode training uses (tools/train.py): the layout the terrain is best read in.
     training_tilemap: str | None = None
+    #: Platformers: what lets the player jump (the derived global feature ``on_ground``).
+    support: Support | None = None
 
     def __post_init__(self) -> None:
         for name, kind in self.trailer:
@@ -102,6 +119,11 @@ class Game:
             if etype not in self.entity_types.values():
                 raise ValueError(f"{self.name}: unknown entity type {etype!r}")
         self.invariant_terms()  # refuse a malformed invariant at import
+        if self.support is not None:
+            unknown = [t for t in self.support.tiles if t not in self.tiles]
+            flag = self.support.flag
+            if unknown or (flag is not None and flag not in self.trailer_scalars):
+                raise ValueError(f"{self.name}: support names unknown tiles or flag")
 
     def invariant_terms(self) -> tuple[tuple[str, tuple[str, int], tuple[str, int]], ...]:
         """Each invariant as pairs of terms: (text, (kind, index), (kind, index)) with kind in
@@ -273,8 +295,9 @@ _GAME_LIST = [
         type_features={"Enemy": ("climber_spawn_x",)},
         tiles={"Wall": (15, 16)},
         out_of_bounds_tile=15,
-        global_features=("has_support", "coins_left"),
+        global_features=("on_ground", "coins_left"),
         platformer=True,
+        support=Support(),
     ),
     Game(
         name="coinrun",
@@ -289,8 +312,9 @@ _GAME_LIST = [
         ignored_types={59: "trail puffs behind enemies (cosmetic)"},
         tiles={"Wall": (15, 16), "Lava": (17, 18), "Goal": (1,), "Barrier": (19,)},
         out_of_bounds_tile=15,
-        global_features=("has_support", "is_on_crate"),
+        global_features=("on_ground", "is_on_crate"),
         platformer=True,
+        support=Support(at_rest=True, flag="is_on_crate"),
     ),
     Game(
         name="dodgeball",
@@ -348,8 +372,9 @@ _GAME_LIST = [
         ignored_types={59: "trail (cosmetic)"},
         tiles={"Wall": (6, 7)},
         out_of_bounds_tile=6,
-        global_features=("has_support", "jump_count"),
+        global_features=("on_ground", "jump_count"),
         platformer=True,
+        support=Support(),
     ),
     Game(
         name="leaper",
@@ -401,8 +426,9 @@ _GAME_LIST = [
         features=("x", "y", "vx", "vy"),
         tiles={"Wall": (20,), "Fire": (14,), "Bomb": (6,)},
         out_of_bounds_tile=20,
-        global_features=("has_support", "jump_charge"),
+        global_features=("on_ground", "jump_charge"),
         platformer=True,
+        support=Support(),
     ),
     Game(
         name="plunder",

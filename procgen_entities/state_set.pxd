@@ -28,8 +28,11 @@ cdef extern from "state_set.h" nogil:
                            const int32_t *n_rows, int32_t *grid) noexcept
     void pe_fill_vector_heads(pe_pool *pool, const pe_state_set *set, const pe_game_spec *spec,
                               int32_t max_items, double *heads, int64_t *lengths) noexcept
+    void pe_fill_player_footing(pe_pool *pool, const pe_state_set *set, double *footing) noexcept
     double pe_trailer_scalar(const uint8_t *buf, const pe_layout *layout,
                              const pe_game_spec *spec, int32_t index) noexcept
+
+    double PE_CELL_OUTSIDE
 
     enum:
         PE_FEATURE_REL_X
@@ -43,6 +46,7 @@ cdef extern from "state_set.h" nogil:
         const int32_t *feature_start
         const int32_t *features
         const int32_t *condition
+        const uint8_t *windowed
 
     int pe_plan_check(const pe_entity_plan *plan, const pe_game_spec *spec) noexcept
     void pe_plan_count(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,

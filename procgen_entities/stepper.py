@@ -104,6 +104,8 @@ class ProcgenStepper:
         n_vectors = len(self.game.trailer_vectors)
         self._heads = np.zeros((n, n_vectors, VECTOR_HEAD_ITEMS), dtype=np.float64)
         self._head_lengths = np.zeros((n, n_vectors), dtype=np.int64)
+        # platformers: what the player stands on (the on_ground feature)
+        self._footing = np.zeros((n, 3)) if self.game.support is not None else None
         self._reward, self._done, self._level_complete = (
             SCALAR_NAMES.index(name) for name in ("reward", "done", "level_complete")
         )
@@ -112,8 +114,9 @@ class ProcgenStepper:
             SCALAR_NAMES.index(name) for name in ("center_x", "center_y", "view_dim")
         )
         self._values = self._step_values_of(
-            self._scalars, self._trailer, self._heads, self._truncated.view(np.bool_)
-        )
+            self._scalars, self._trailer, self._heads, self._truncated.view(np.bool_),
+            self._footing,
+        )  # fmt: skip
         self._fresh = True  # every env is at the first state of a level, nothing stepped yet
 
     # ---- procgen ----
@@ -219,17 +222,27 @@ class ProcgenStepper:
         collector.fill(scalars, trailer)
         if heads.shape[1]:
             collector.vector_heads(heads, lengths)
+        footing = None
+        if self._footing is not None:
+            footing = np.zeros_like(self._footing)
+            collector.player_footing(footing)
         empty = ~collector.collected()
         scalars[empty], trailer[empty], heads[empty] = (
             self._scalars[empty], self._trailer[empty], self._heads[empty],
         )  # fmt: skip
-        return self._step_values_of(scalars, trailer, heads, np.zeros(n, dtype=np.bool_))
+        if footing is not None and self._footing is not None:
+            footing[empty] = self._footing[empty]
+        return self._step_values_of(
+            scalars, trailer, heads, np.zeros(n, dtype=np.bool_), footing
+        )
 
     def refresh(self) -> None:
         """Parse the current states into the step_values() arrays."""
         self._collector.fill(self._scalars, self._trailer)
         if self._heads.shape[1]:
             self._collector.vector_heads(self._heads, self._head_lengths)
+        if self._footing is not None:
+            self._collector.player_footing(self._footing)
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
         """Every env's 64x64 RGB frame (headless: rendered now by the game's own observe())."""
@@ -330,10 +343,12 @@ class ProcgenStepper:
         trailer: npt.NDArray[np.float64],
         heads: npt.NDArray[np.float64],
         truncated: npt.NDArray[np.bool_],
+        footing: Optional[npt.NDArray[np.float64]],
     ) -> StepValues:
         """StepValues as named column views of the arrays the collector fills."""
         return StepValues(
             truncated=truncated,
+            footing=footing,
             scalars={name: scalars[:, i] for i, name in enumerate(SCALAR_NAMES)},
             extras={name: trailer[:, i] for i, name in enumerate(self.game.trailer_scalars)},
             vector_heads={name: heads[:, v] for v, name in enumerate(self.game.trailer_vectors)},

@@ -31,6 +31,15 @@ def unpad(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return values[mask]
 
 
+def rows_of_each_env(rows: np.ndarray, counts: np.ndarray) -> list:
+    """Rows split per env, each env's rows in a canonical order (the padded form orders them by
+    distance to the player, entity-gym in state order: the same rows, another order)."""
+    out = []
+    for part in np.split(rows, np.cumsum(counts)[:-1]):
+        out.append(part[np.lexsort(part.T[::-1])] if len(part) else part)
+    return out
+
+
 @pytest.mark.parametrize("game", GAME_NAMES)
 def test_observations_equal_the_entity_gym_vec_envs(game: str) -> None:
     """Padded and masked, every entity type and the globals equal ProcgenVecEnv's, every step
@@ -47,10 +56,15 @@ def test_observations_equal_the_entity_gym_vec_envs(game: str) -> None:
         rng = np.random.default_rng(3)
         for t in range(120):
             for name in space.entities:
-                rows = ref_obs.features[name].as_array()
-                np.testing.assert_array_equal(
-                    unpad(obs[name], obs[f"{name}_mask"]), rows, err_msg=f"{name} step {t}"
-                )
+                counts = ref_obs.features[name].size1()
+                expected = rows_of_each_env(ref_obs.features[name].as_array(), counts)
+                got = [unpad(obs[name][i], obs[f"{name}_mask"][i]) for i in range(n)]
+                np.testing.assert_array_equal(obs[f"{name}_mask"].sum(axis=1), counts)
+                for i in range(n):
+                    np.testing.assert_array_equal(
+                        rows_of_each_env(got[i], np.array([len(got[i])]))[0], expected[i],
+                        err_msg=f"{name} env {i} step {t}",
+                    )
             np.testing.assert_array_equal(
                 obs["global"], ref_obs.features["__global__"].as_array(), err_msg=f"step {t}"
             )
@@ -87,7 +101,8 @@ def test_caps_keep_the_entities_nearest_the_player() -> None:
                 assert len(kept) == min(3, len(rows))
                 col = list(full.metadata["feature_names"][name]).index("rel_x")
                 dist_all = np.sort(np.hypot(rows[:, col], rows[:, col + 1]))
-                dist_kept = np.sort(np.hypot(kept[:, col], kept[:, col + 1]))
+                dist_kept = np.hypot(kept[:, col], kept[:, col + 1])
+                assert (np.diff(dist_kept) >= 0).all()  # slot 0 is the nearest
                 np.testing.assert_allclose(dist_kept, dist_all[: len(kept)])
                 dropped_seen += max(0, len(rows) - 3)
     assert dropped_seen > 0
@@ -214,8 +229,9 @@ def test_pad_rows_keeps_the_nearest_in_order_of_distance() -> None:
     from procgen_entities import _collector
 
     rng = np.random.default_rng(0)
-    counts = np.array([0, 2, 7, 5], dtype=np.int64)
+    counts = np.array([0, 3, 7, 5], dtype=np.int64)
     rows = rng.normal(size=(counts.sum(), 3)).astype(np.float32)
+    rows[1:3, :2] = [[5.0, 5.0], [0.0, 0.0]]  # env 1: state order is not distance order
     rows[5, 0] = np.nan  # a NaN distance ranks last
     player = rng.normal(size=(4, 2)).astype(np.float32)
     cap = 4
@@ -224,12 +240,13 @@ def test_pad_rows_keeps_the_nearest_in_order_of_distance() -> None:
     dropped = np.empty(4, np.int64)
     _collector.pad_rows(rows, counts, out, mask, dropped, 0, 1, player)
     np.testing.assert_array_equal(dropped, [0, 0, 3, 1])
+    assert not np.array_equal(out[1, :3], rows[0:3])
     starts = np.cumsum(counts) - counts
     for i in range(4):
         mine = rows[starts[i] : starts[i] + counts[i]]
         d = np.hypot(mine[:, 0] - player[i, 0], mine[:, 1] - player[i, 1])
         d = np.where(np.isnan(d), np.inf, d)
-        expect = mine[np.argsort(d, kind="stable")[:cap]] if counts[i] > cap else mine
+        expect = mine[np.argsort(d, kind="stable")[:cap]]  # slot 0: the nearest
         kept = min(cap, counts[i])
         np.testing.assert_array_equal(out[i, :kept], expect)
         assert not out[i, kept:].any() and mask[i].sum() == kept and mask[i, :kept].all()

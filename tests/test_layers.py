@@ -124,7 +124,7 @@ def test_fill_after_a_failed_collect_reads_nothing() -> None:
     game = get_game("ninja")
     space = observation_space(game)
     plan = EntityPlan(game, space, space)
-    collector.set_plan(plan.type_to_slot, plan.feature_start, plan.codes, plan.condition)
+    collector.set_plan(*plan.arrays)
     counts = np.full((len(plan.entity_types), 3), 5, dtype=np.int64)
     collector.count(counts)
     assert not counts.any()

@@ -17,6 +17,7 @@ from ragged_buffer import RaggedBufferI64
 from procgen_entities import GAME_NAMES, GAMES, parse_states
 from procgen_entities.entity_gym.observation import ACTION_LABELS, GLOBAL_ENTITY
 from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
+from procgen_entities.features import batch_in_view
 
 OBS_SPACES = Path(__file__).parent / "data" / "obs_spaces.json"
 
@@ -110,8 +111,10 @@ def test_entity_counts_match_parsed_types() -> None:
             batch = parse_states(env.get_states())
             types = batch.field("type").astype(int)
             env_of = np.repeat(np.arange(4), batch.entity_counts)
+            shown = batch_in_view(batch)
             for tid, name in env.game.entity_types.items():
-                expected = np.bincount(env_of[types == tid], minlength=4)
+                kept = (types == tid) & (shown | (name == "Player"))
+                expected = np.bincount(env_of[kept], minlength=4)
                 if name == "Shields":
                     up = batch.extras["shields_are_up"]
                     expected = np.where(up, expected, 0)
@@ -119,6 +122,36 @@ def test_entity_counts_match_parsed_types() -> None:
                         shields_seen[int(u)] += 1
                 np.testing.assert_array_equal(obs.features[name].size1(), expected, err_msg=name)
         assert shields_seen[0] and shields_seen[1], "both shield states should occur"
+
+
+@pytest.mark.live
+def test_entity_window_keeps_what_the_camera_shows() -> None:
+    """coinrun's levels are wider than its camera: the window drops saws and enemies the agent
+    cannot see (and only those); entity_window=False keeps every one."""
+    rng = np.random.default_rng(4)
+    windowed = ProcgenVecEnv("coinrun", 8, seed=9, relative_positions=True)
+    everything = ProcgenVecEnv("coinrun", 8, seed=9, relative_positions=True, entity_window=False)
+    space = windowed.obs_space()
+    windowed.reset(space), everything.reset(space)
+    dropped = 0
+    for _ in range(40):
+        chosen = actions(rng, 8)
+        narrow, wide = windowed.act(chosen, space), everything.act(chosen, space)
+        batch = parse_states(windowed.get_states())
+        types = batch.field("type").astype(int)
+        shown = batch_in_view(batch)
+        env_of = np.repeat(np.arange(8), batch.entity_counts)
+        for name in ("Saw", "Enemy", "Crate"):
+            tid = {v: k for k, v in windowed.game.entity_types.items()}[name]
+            all_of_type = np.bincount(env_of[types == tid], minlength=8)
+            visible = np.bincount(env_of[(types == tid) & shown], minlength=8)
+            np.testing.assert_array_equal(narrow.features[name].size1(), visible)
+            np.testing.assert_array_equal(wide.features[name].size1(), all_of_type)
+            rel_x = np.abs(narrow.features[name].as_array()[:, -2])
+            assert (rel_x < batch.scalars["view_dim"].max()).all()
+            dropped += int((all_of_type - visible).sum())
+    windowed.close(), everything.close()
+    assert dropped > 100
 
 
 @pytest.mark.live
@@ -137,9 +170,10 @@ def test_obs_filter_gathers_only_requested() -> None:
         assert obs.features["Enemy"].size2() == 3
         batch = parse_states(env.get_states())
         types = batch.field("type").astype(int)
-        enemy = batch.entities[types == 5]
+        kept = (types == 5) & batch_in_view(batch)
+        enemy = batch.entities[kept]
         ex, ey = enemy[:, 0], enemy[:, 1]
-        env_of = np.repeat(np.arange(4), batch.entity_counts)[types == 5]
+        env_of = np.repeat(np.arange(4), batch.entity_counts)[kept]
         px, py = (
             batch.field("x")[batch.entity_offsets[:-1]],
             batch.field("y")[batch.entity_offsets[:-1]],

@@ -19,6 +19,7 @@ from procgen_entities.entity_gym.observation import (
     global_features,
     observation_space,
 )
+from procgen_entities.features import batch_footing
 from procgen_entities.games import get_game
 from procgen_entities.parse import StateBatch
 from procgen_entities.procgen_envs import make_procgen_env
@@ -36,7 +37,10 @@ def _step_values(batch: StateBatch) -> StepValues:
             head = np.zeros((1, VECTOR_HEAD_ITEMS), dtype=np.float64)
             head[0, : len(items)] = items
             heads[name] = head
-    return StepValues(scalars=batch.scalars, extras=batch.extras, vector_heads=heads)
+    footing = batch_footing(batch) if get_game(batch.game).support is not None else None
+    return StepValues(
+        scalars=batch.scalars, extras=batch.extras, vector_heads=heads, footing=footing
+    )
 
 
 class SeedStyleEnv(Environment):

@@ -43,6 +43,8 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
     ``tilemap`` ("tiles", "runs", "columns", "chunks" or None) adds the tilemap's entity types
     (see tilemap.py), cropped to what procgen shows the agent (the state's camera square), with
     ``rel_x``/``rel_y`` from the camera centre; without it the grid is never read.
+    ``entity_window`` (default True) likewise keeps only the entities (other than the Player)
+    that overlap the camera square; False gives every entity of the level.
     ``procgen_threads``: procgen's own stepping threads per group (procgen's ``num_threads``;
     used by the procgen-stepped engines).
 
@@ -62,10 +64,12 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
         *,
         relative_positions: bool = False,
         tilemap: Optional[str] = None,
+        entity_window: bool = True,
         **options: Any,
     ) -> None:
         super().__init__(game, num_envs, **options)
         self.tilemap = tilemap
+        self.entity_window = entity_window
         tile_entities = tilemap_features(self.game.name, tilemap, window=True) if tilemap else {}
         self._obs_space = observation_space(
             self.game, relative_positions=relative_positions, extra_entities=tile_entities
@@ -150,12 +154,10 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
         )
         plan = self._plans.get(key)
         if plan is None:
-            plan = EntityPlan(self.game, self._obs_space, obs_filter)
+            plan = EntityPlan(self.game, self._obs_space, obs_filter, window=self.entity_window)
             self._plans[key] = plan
         if plan is not self._plan:
-            self._collector.set_plan(
-                plan.type_to_slot, plan.feature_start, plan.codes, plan.condition
-            )
+            self._collector.set_plan(*plan.arrays)
             self._plan = plan
         return plan
 

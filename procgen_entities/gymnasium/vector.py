@@ -75,6 +75,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         max_entities: Union[None, int, Mapping[str, int]] = None,
         tilemap: Optional[str] = None,
         relative_positions: bool = True,
+        entity_window: bool = True,
         flatten: bool = False,
         engine: str = "auto",
         seed: Optional[int] = None,
@@ -114,11 +115,8 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         tiles = tile_caps(tilemap, list(tile_entities), window, DEFAULT_CHUNK)
         caps = resolve_caps(self.game, self._space, max_entities, tiles)
         self._layout = PaddedObservation(self._space, caps, num_envs)
-        self._plan = EntityPlan(self.game, self._space, self._space)
-        self._plan_arrays = (
-            self._plan.type_to_slot, self._plan.feature_start, self._plan.codes,
-            self._plan.condition,
-        )  # fmt: skip
+        self._plan = EntityPlan(self.game, self._space, self._space, window=entity_window)
+        self._plan_arrays = self._plan.arrays
         self._tiles = CameraConverter(self.game.name, tilemap, num_envs) if tilemap else None
         self._grid: Optional[npt.NDArray[np.int32]] = None
         self.flatten = flatten

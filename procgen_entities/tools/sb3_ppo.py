@@ -41,11 +41,15 @@ def make_env(game: str, n: int, seed: int, **options: Any) -> Any:
 
 
 def evaluate(
-    game: str, policy: Callable[[np.ndarray], np.ndarray], episodes: int, seed: int = EVAL_SEED
+    game: str,
+    policy: Callable[[np.ndarray], np.ndarray],
+    episodes: int,
+    seed: int = EVAL_SEED,
+    **options: Any,
 ) -> Tuple[float, float, float]:
     """(completion rate, its 95% half-width, mean return) over the first episode of each of
     ``episodes`` envs (the same levels for every policy with the same seed)."""
-    env = make_env(game, episodes, seed)
+    env = make_env(game, episodes, seed, **options)
     obs, _ = env.reset(seed=seed)
     finished = np.zeros(episodes, dtype=bool)
     complete = np.zeros(episodes, dtype=bool)
@@ -112,6 +116,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--eval-episodes", type=int, default=500)
     parser.add_argument("--ent-coef", type=float, default=0.01, help="PPO entropy bonus")
+    parser.add_argument("--mode", default="hard", help="procgen distribution_mode")
     parser.add_argument("--smoke", action="store_true", help="2 tiny updates, 16 eval episodes")
     args = parser.parse_args(argv)
     import torch
@@ -134,7 +139,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             "r_min": r_min, "r_max": r_max, "trainer": "stable-baselines3 PPO MlpPolicy",
             "hyperparameters": hyper, "envs": args.envs}  # fmt: skip
     metrics = _Metrics(out / "metrics.jsonl", meta)
-    env = SB3VecEnv(make_env(args.game, args.envs, args.seed))
+    env = SB3VecEnv(make_env(args.game, args.envs, args.seed, distribution_mode=args.mode))
     model = PPO("MlpPolicy", env, seed=args.seed, verbose=0, device="cpu", **hyper)
     model.learn(total_timesteps=args.steps, callback=metrics.callback, progress_bar=False)
     metrics.close()
@@ -144,9 +149,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     def greedy(obs: np.ndarray) -> np.ndarray:
         return model.predict(obs, deterministic=True)[0]  # type: ignore[no-any-return]
 
-    results = {"trained (greedy)": evaluate(args.game, greedy, args.eval_episodes)}
+    mode = dict(distribution_mode=args.mode)
+    results = {"trained (greedy)": evaluate(args.game, greedy, args.eval_episodes, **mode)}
     for action in range(15):
-        results[f"constant {action}"] = evaluate(args.game, _constant(action), args.eval_episodes)
+        results[f"constant {action}"] = evaluate(
+            args.game, _constant(action), args.eval_episodes, **mode
+        )
     best = max((k for k in results if k.startswith("constant")), key=lambda k: results[k][0])
     for name in ("trained (greedy)", best):
         rate, half, ret = results[name]
