@@ -56,8 +56,8 @@ SPACE_TILE = 100
 class Support:
     """When a platformer lets its player jump, read from the state after a step: what procgen's
     ``set_action_xy`` computes at the start of the next step (coinrun.cpp:458-463,
-    ninja.cpp:358-361, climber.cpp:278-281, jumper.cpp:400-405). The stored ``has_support`` is the value from the
-    start of the step that made the state, one step stale."""
+    ninja.cpp:358-361, climber.cpp:278-281, jumper.cpp:400-405). The stored ``has_support`` is
+    the value from the start of the step that made the state, one step stale."""
 
     #: tile classes that hold the player up under either bottom corner (off the grid also does)
     tiles: tuple[str, ...] = ("Wall",)
