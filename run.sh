@@ -27,7 +27,9 @@ install_package() {  # $1: extras, e.g. "[test]"
 }
 
 install_train() {
-    install_package "[test,entity-gym]"
+    # ray: RLlib (procgen_entities.rllib, tests/test_rllib.py); its learner uses the CPU torch
+    # that train-install.sh installs (ray[rllib] itself pulls no torch and keeps numpy < 2).
+    install_package "[test,entity-gym,ray]"
     PYTHON="$VENV/bin/python" bash docs/train-install.sh
 }
 
