@@ -24,6 +24,7 @@ __all__ = [
     "FeatureSpace",
     "StepValues",
     "VECTOR_HEAD_ITEMS",
+    "available_globals",
     "batch_footing",
     "batch_in_view",
     "entity_features",
@@ -195,9 +196,12 @@ def feature_space(
     *,
     relative_positions: bool = False,
     extra_entities: Optional[Mapping[str, Sequence[str]]] = None,
+    global_features: Optional[Sequence[str]] = None,
 ) -> FeatureSpace:
     """A game's entity types (in declaration order, then ``extra_entities`` such as tilemap
-    types) with their features, and its global features."""
+    types) with their features, and its global features (the game's, or ``global_features``:
+    any of its trailer fields or derived globals, e.g. to compare ``has_support`` with
+    ``on_ground``)."""
     info = get_game(game) if isinstance(game, str) else game
     entities = {
         name: EntityFeatures(entity_features(info, name, relative_positions))
@@ -205,7 +209,19 @@ def feature_space(
     }
     for name, features in (extra_entities or {}).items():
         entities[name] = EntityFeatures(list(features))
-    return FeatureSpace(global_features=global_feature_names(info), entities=entities)
+    if global_features is None:
+        return FeatureSpace(global_features=global_feature_names(info), entities=entities)
+    unknown = [g for g in global_features if g not in available_globals(info)]
+    if unknown:
+        raise ValueError(f"{info.name}: unknown global features {unknown}")
+    return FeatureSpace(global_features=list(global_features), entities=entities)
+
+
+def available_globals(game: Game) -> List[str]:
+    """Every global feature a game can give: its trailer scalars and the derived values its
+    declaration supports."""
+    names = global_feature_names(game) + (["on_ground"] if game.support else [])
+    return list(dict.fromkeys([*names, *game.trailer_scalars]))
 
 
 def global_features(game: Game, names: Sequence[str], values: StepValues) -> np.ndarray:

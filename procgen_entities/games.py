@@ -107,6 +107,8 @@ class Game:
     training_tilemap: str | None = None
     #: Platformers: what lets the player jump (the derived global feature ``on_ground``).
     support: Support | None = None
+    #: Entity types and tile classes whose touch ends an episode (the evaluation's death causes).
+    hazards: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name, kind in self.trailer:
@@ -124,6 +126,9 @@ class Game:
             flag = self.support.flag
             if unknown or (flag is not None and flag not in self.trailer_scalars):
                 raise ValueError(f"{self.name}: support names unknown tiles or flag")
+        known = set(self.entity_types.values()) | set(self.tiles)
+        if not set(self.hazards) <= known:
+            raise ValueError(f"{self.name}: unknown hazards {sorted(set(self.hazards) - known)}")
 
     def invariant_terms(self) -> tuple[tuple[str, tuple[str, int], tuple[str, int]], ...]:
         """Each invariant as pairs of terms: (text, (kind, index), (kind, index)) with kind in
@@ -298,6 +303,7 @@ _GAME_LIST = [
         global_features=("on_ground", "coins_left"),
         platformer=True,
         support=Support(),
+        hazards=("Enemy",),  # climber.cpp:88-92
     ),
     Game(
         name="coinrun",
@@ -315,6 +321,7 @@ _GAME_LIST = [
         global_features=("on_ground", "is_on_crate"),
         platformer=True,
         support=Support(at_rest=True, flag="is_on_crate"),
+        hazards=("Saw", "Enemy", "Lava"),  # coinrun.cpp:123-152
     ),
     Game(
         name="dodgeball",
@@ -429,6 +436,7 @@ _GAME_LIST = [
         global_features=("on_ground", "jump_charge"),
         platformer=True,
         support=Support(),
+        hazards=("Explosion", "Fire", "Bomb"),  # ninja.cpp:77-96
     ),
     Game(
         name="plunder",

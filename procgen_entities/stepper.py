@@ -232,9 +232,7 @@ class ProcgenStepper:
         )  # fmt: skip
         if footing is not None and self._footing is not None:
             footing[empty] = self._footing[empty]
-        return self._step_values_of(
-            scalars, trailer, heads, np.zeros(n, dtype=np.bool_), footing
-        )
+        return self._step_values_of(scalars, trailer, heads, np.zeros(n, dtype=np.bool_), footing)
 
     def refresh(self) -> None:
         """Parse the current states into the step_values() arrays."""

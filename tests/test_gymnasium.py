@@ -62,7 +62,8 @@ def test_observations_equal_the_entity_gym_vec_envs(game: str) -> None:
                 np.testing.assert_array_equal(obs[f"{name}_mask"].sum(axis=1), counts)
                 for i in range(n):
                     np.testing.assert_array_equal(
-                        rows_of_each_env(got[i], np.array([len(got[i])]))[0], expected[i],
+                        rows_of_each_env(got[i], np.array([len(got[i])]))[0],
+                        expected[i],
                         err_msg=f"{name} env {i} step {t}",
                     )
             np.testing.assert_array_equal(
@@ -252,28 +253,6 @@ def test_pad_rows_keeps_the_nearest_in_order_of_distance() -> None:
         assert not out[i, kept:].any() and mask[i].sum() == kept and mask[i, :kept].all()
     with pytest.raises(ValueError, match="disagree"):
         _collector.pad_rows(rows, counts[:3], out[:3], mask[:3], dropped[:3])
-
-
-def test_stable_baselines3_trains_on_the_flat_form(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """A third-party trainer end to end: SB3's PPO through gymnasium/sb3.py (2 tiny updates),
-    then the evaluation against every constant action on the same levels."""
-    import json
-    import subprocess
-    import sys
-
-    pytest.importorskip("stable_baselines3")
-    out = tmp_path / "sb3"
-    command = [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", "coinrun", "--smoke"]
-    run = subprocess.run(command + ["--out", str(out)], capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-2000:]
-    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert records[0]["kind"] == "run" and records[0]["env"] == "sb3"
-    assert any(r["kind"] == "update" for r in records)
-    evaluation = json.loads((out / "evaluation.json").read_text())
-    assert len([k for k in evaluation if k.startswith("constant")]) == 15
-    assert 0.0 <= evaluation["trained (greedy)"]["completion"] <= 1.0
-    assert (out / "model.zip").exists()
-    assert "completion" in run.stdout
 
 
 def test_sb3_adapter_reports_terminal_observations() -> None:

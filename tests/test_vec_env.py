@@ -324,3 +324,27 @@ def test_gather_with_stale_counts_stays_in_bounds() -> None:
         assert counts.sum() > 0
         with pytest.raises(ValueError, match="too small"):
             collector.gather(counts, offsets, out)
+
+
+@pytest.mark.live
+def test_the_player_can_take_the_action() -> None:
+    """actor="player": the action is taken by each env's Player entity (its index 0), the
+    observation itself is unchanged."""
+    rng = np.random.default_rng(0)
+    player = ProcgenVecEnv("coinrun", 3, seed=2, actor="player", relative_positions=True)
+    default = ProcgenVecEnv("coinrun", 3, seed=2, relative_positions=True)
+    space = player.obs_space()
+    assert type(player.action_space()["move"]).__name__ == "CategoricalActionSpace"
+    obs, ref = player.reset(space), default.reset(space)
+    for _ in range(20):
+        chosen = actions(rng, 3)
+        obs, ref = player.act(chosen, space), default.act(chosen, space)
+    assert (obs.action_masks["move"].actors.as_array() == 0).all()
+    for name in space.entities:
+        np.testing.assert_array_equal(obs.features[name].as_array(), ref.features[name].as_array())
+    no_player = ObsSpace(global_features=[], entities={"Saw": Entity(["x"])})
+    with pytest.raises(ValueError, match="Player"):
+        player.act(actions(rng, 3), no_player)
+    player.close(), default.close()
+    with pytest.raises(ValueError, match="actor"):
+        ProcgenVecEnv("coinrun", 1, actor="saw")

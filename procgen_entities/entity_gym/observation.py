@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Dict, Mapping, Optional, Sequence
 
-from entity_gym.env import Entity, GlobalCategoricalActionSpace, ObsSpace
+from entity_gym.env import (
+    ActionSpace,
+    CategoricalActionSpace,
+    Entity,
+    GlobalCategoricalActionSpace,
+    ObsSpace,
+)
 
 from procgen_entities.features import (
     ACTION_LABELS,
@@ -23,6 +29,7 @@ from procgen_entities.games import Game
 __all__ = [
     "ACTION_LABELS",
     "ACTION_NAME",
+    "ACTORS",
     "GLOBAL_ENTITY",
     "VECTOR_HEAD_ITEMS",
     "EntityPlan",
@@ -55,5 +62,14 @@ def observation_space(
     )
 
 
-def action_space() -> Dict[str, GlobalCategoricalActionSpace]:
+#: Who takes the action: the global entity (its own input is the global features) or the Player
+#: entity (its input is the player's features; both see every entity through attention).
+ACTORS = ("global", "player")
+
+
+def action_space(actor: str = "global") -> Dict[str, ActionSpace]:
+    if actor not in ACTORS:
+        raise ValueError(f"actor must be one of {ACTORS}, got {actor!r}")
+    if actor == "player":
+        return {ACTION_NAME: CategoricalActionSpace(list(ACTION_LABELS))}
     return {ACTION_NAME: GlobalCategoricalActionSpace(list(ACTION_LABELS))}

@@ -44,7 +44,8 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
     (see tilemap.py), cropped to what procgen shows the agent (the state's camera square), with
     ``rel_x``/``rel_y`` from the camera centre; without it the grid is never read.
     ``entity_window`` (default True) likewise keeps only the entities (other than the Player)
-    that overlap the camera square; False gives every entity of the level.
+    that overlap the camera square; False gives every entity of the level. ``actor``: the
+    entity that takes the action, "global" (the global entity) or "player" (the Player entity).
     ``procgen_threads``: procgen's own stepping threads per group (procgen's ``num_threads``;
     used by the procgen-stepped engines).
 
@@ -65,11 +66,14 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
         relative_positions: bool = False,
         tilemap: Optional[str] = None,
         entity_window: bool = True,
+        actor: str = "global",
         **options: Any,
     ) -> None:
+        action_space(actor)  # refuse an unknown actor before procgen starts
         super().__init__(game, num_envs, **options)
         self.tilemap = tilemap
         self.entity_window = entity_window
+        self.actor = actor
         tile_entities = tilemap_features(self.game.name, tilemap, window=True) if tilemap else {}
         self._obs_space = observation_space(
             self.game, relative_positions=relative_positions, extra_entities=tile_entities
@@ -86,7 +90,7 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
         return self._obs_space
 
     def action_space(self) -> Dict[str, ActionSpace]:
-        return dict(action_space())
+        return dict(action_space(self.actor))
 
     def __len__(self) -> int:
         return self.num_envs
@@ -172,9 +176,13 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
             name: RaggedBufferF32.from_flattened(rows[s], counts[s])
             for s, name in enumerate(plan.entity_types)
         }
-        # The global action is taken by the global entity, which comes after all others.
+        # The global entity comes after all others; the Player is each env's first entity.
         actor = counts.sum(axis=0)
         self._add_tile_entities(features, obs_filter, actor)
+        if self.actor == "player":
+            if not plan.entity_types or plan.entity_types[0] != "Player":
+                raise ValueError("actor='player' needs the Player entity in the observation")
+            actor = np.zeros_like(actor)
         globals_ = global_features(self.game, plan.global_features, values)
         features[GLOBAL_ENTITY] = RaggedBufferF32.from_flattened(globals_, self._ones)
         action_masks: Dict[str, VecActionMask] = {

@@ -19,7 +19,7 @@ Episodes (``autoreset_mode``):
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import gymnasium
 import numpy as np
@@ -57,8 +57,10 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     feature names in ``metadata["feature_names"]``. Caps: ``games.default_caps`` (measured) or
     ``max_entities`` (an int for every type or a dict per type); a step with more entities of a
     type keeps those nearest the player and counts the rest in ``info["dropped_entities"]``.
-    Actions: procgen's 15 (``metadata["action_labels"]``). Other keywords go to the stepper /
-    procgen (distribution_mode, num_levels, start_level, num_threads, ...).
+    ``entity_window``: keep only the entities the camera shows (default). ``global_features``:
+    another choice of globals (``features.available_globals``). Actions: procgen's 15
+    (``metadata["action_labels"]``). Other keywords go to the stepper / procgen
+    (distribution_mode, num_levels, start_level, num_threads, ...).
     """
 
     metadata: Dict[str, Any] = {
@@ -76,6 +78,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         tilemap: Optional[str] = None,
         relative_positions: bool = True,
         entity_window: bool = True,
+        global_features: Optional[Sequence[str]] = None,
         flatten: bool = False,
         engine: str = "auto",
         seed: Optional[int] = None,
@@ -105,8 +108,9 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self.render_mode = render_mode
         tile_entities = tilemap_features(self.game.name, tilemap, window=True) if tilemap else {}
         self._space: FeatureSpace = feature_space(
-            self.game, relative_positions=relative_positions, extra_entities=tile_entities
-        )
+            self.game, relative_positions=relative_positions, extra_entities=tile_entities,
+            global_features=global_features,
+        )  # fmt: skip
         # Tilemap types are sized for the camera square procgen shows at the start (a window
         # that later grows keeps its nearest cells and counts the rest as dropped).
         self._stepper._read()

@@ -1,78 +1,58 @@
-"""PPO from Stable-Baselines3 on entity observations (EntityVectorEnv, flat form), evaluated.
+"""PPO from Stable-Baselines3 on entity observations (EntityVectorEnv, flat form): train, save
+checkpoints, resume, evaluate.
 
-    python -m procgen_entities.tools.sb3_ppo GAME [--steps N] [--envs 64] [--seed S] [--out DIR]
-                                               [--eval-episodes 500] [--ent-coef 0.01] [--smoke]
+    python -m procgen_entities.tools.sb3_ppo GAME [--steps N] [--out DIR] [--seed S]
+        [--mode easy|hard] [--num-levels 200] [--resume DIR] [--checkpoint-every N]
+        [--ent-coef A[:B]] [--no-window] [--stale-support] [--no-normalize] [--eval-episodes N]
+        [--smoke]
 
 Trains SB3's PPO (MlpPolicy) on ``EntityVectorEnv(GAME, flatten=True, autoreset_mode=SameStep)``
-with the game's training tilemap, writes ``DIR/metrics.jsonl`` (the format
-``python -m procgen_entities.plot`` reads: one "run" record, "update" and "episode" records) and
-``DIR/model.zip``, then evaluates the trained policy (greedy) and every constant action on the
-same ``--eval-episodes`` levels the training never chose from (another seed, all levels) and
-prints completion rates with 95% confidence intervals. Needs the train extra.
+with the game's training tilemap and ``TRAINING_CAPS``, writes ``DIR/metrics.jsonl`` (the format
+``python -m procgen_entities.plot`` reads) and checkpoint folders (``DIR/checkpoint`` and, every
+``--checkpoint-every`` steps, ``DIR/checkpoint-<steps>``; see tools/checkpoint.py), then
+evaluates the final checkpoint with ``procgen_entities.evaluate``. ``--resume DIR`` continues a
+checkpoint (its env config, weights, normaliser and step count). ``--ent-coef A:B``: the
+entropy bonus goes linearly from A to B over the run. Needs the train extra.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
-
-import numpy as np
+from typing import Any, Dict, List, Optional
 
 from procgen_entities.games import get_game
+from procgen_entities.tools.checkpoint import Checkpoint, EnvConfig, make_env
 
-__all__ = ["evaluate", "main"]
+__all__ = ["TRAINING_CAPS", "main"]
 
-EVAL_SEED = 1_000_003  # level sampling of the evaluation: not the training's
+#: Entities an MLP sees per type (nearest first): the camera square rarely holds more, and a
+#: small flat input learns faster than the measured worst-case caps.
+TRAINING_CAPS: Dict[str, Dict[str, int]] = {
+    "coinrun": {"Saw": 6, "Enemy": 6, "Crate": 6, "Wall": 16, "Lava": 8, "Goal": 2, "Barrier": 6},
+    "ninja": {"ThrowingStar": 2, "Explosion": 4, "Goal": 1, "Wall": 24, "Fire": 8, "Bomb": 8},
+    "climber": {"Coin": 6, "Enemy": 6, "Wall": 24},
+}
 
-
-def make_env(game: str, n: int, seed: int, **options: Any) -> Any:
-    from procgen_entities.gymnasium import EntityVectorEnv
-
-    info = get_game(game)
-    return EntityVectorEnv(
-        game, n, seed=seed, flatten=True, autoreset_mode="SameStep",
-        tilemap=info.training_tilemap, **options,
-    )  # fmt: skip
-
-
-def evaluate(
-    game: str,
-    policy: Callable[[np.ndarray], np.ndarray],
-    episodes: int,
-    seed: int = EVAL_SEED,
-    **options: Any,
-) -> Tuple[float, float, float]:
-    """(completion rate, its 95% half-width, mean return) over the first episode of each of
-    ``episodes`` envs (the same levels for every policy with the same seed)."""
-    env = make_env(game, episodes, seed, **options)
-    obs, _ = env.reset(seed=seed)
-    finished = np.zeros(episodes, dtype=bool)
-    complete = np.zeros(episodes, dtype=bool)
-    returns = np.zeros(episodes, dtype=np.float64)
-    while not finished.all():
-        obs, reward, terminated, truncated, info = env.step(policy(obs))
-        returns[~finished] += reward[~finished]
-        ended = (terminated | truncated) & ~finished
-        complete[ended] = info["prev_level_complete"][ended]
-        finished |= ended
-    env.close()
-    rate = float(complete.mean())
-    half = 1.96 * math.sqrt(max(rate * (1 - rate), 1e-12) / episodes)
-    return rate, half, float(returns.mean())
+#: PPO settings (the procgen paper's gamma, lambda, lr and clip; 64 envs x 256 steps per update).
+HYPERPARAMETERS: Dict[str, Any] = dict(
+    n_steps=256, batch_size=2048, n_epochs=3, gamma=0.999, gae_lambda=0.95, learning_rate=5e-4,
+    clip_range=0.2, max_grad_norm=0.5,
+)  # fmt: skip
 
 
 class _Metrics:
-    """SB3 callback: one "update" record per rollout, one "episode" record per finished episode."""
+    """SB3 callback: one "update" record per rollout, one "episode" record per finished episode,
+    the entropy schedule, and checkpoints every ``every`` steps."""
 
-    def __init__(self, path: Path, meta: Dict[str, Any]) -> None:
+    def __init__(self, out: Path, meta: Dict[str, Any], schedule: tuple, total: int,
+                 every: int, save: Any) -> None:  # fmt: skip
         from stable_baselines3.common.callbacks import BaseCallback
 
-        self.file = path.open("w")
+        self.file = (out / "metrics.jsonl").open("a")
         self.file.write(json.dumps({"kind": "run", **meta}) + "\n")
         self.start = time.perf_counter()
         outer = self
@@ -89,82 +69,149 @@ class _Metrics:
 
             def _on_rollout_end(self) -> None:
                 seconds = time.perf_counter() - outer.start
+                start, end = schedule
+                done = min(1.0, self.num_timesteps / max(total, 1))
+                coef = start + (end - start) * done
+                self.model.ent_coef = coef  # type: ignore[attr-defined]  # PPO's, read per update
                 outer.write(kind="update", step=self.num_timesteps, seconds=round(seconds, 2),
-                            steps_per_second=round(self.num_timesteps / seconds, 1))  # fmt: skip
+                            ent_coef=round(coef, 5))  # fmt: skip
+                if every and self.num_timesteps // every > outer.saved:
+                    outer.saved = self.num_timesteps // every
+                    save(self.model, f"checkpoint-{self.num_timesteps}")
 
+        self.saved = 0
         self.callback = Callback()
 
     def write(self, **record: Any) -> None:
         self.file.write(json.dumps(record) + "\n")
+        self.file.flush()
 
     def close(self) -> None:
         self.file.close()
 
 
-def _constant(action: int) -> Callable[[np.ndarray], np.ndarray]:
-    return lambda obs: np.full(len(obs), action)
-
-
-def main(argv: Optional[List[str]] = None) -> int:
+def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m procgen_entities.tools.sb3_ppo", description=__doc__.split("\n")[0]
     )
     parser.add_argument("game")
-    parser.add_argument("--steps", type=int, default=1_000_000)
+    parser.add_argument("--steps", type=int, default=1_000_000, help="env steps (in total)")
     parser.add_argument("--envs", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--eval-episodes", type=int, default=500)
-    parser.add_argument("--ent-coef", type=float, default=0.01, help="PPO entropy bonus")
-    parser.add_argument("--mode", default="hard", help="procgen distribution_mode")
+    parser.add_argument("--mode", default="easy", help="procgen distribution_mode")
+    parser.add_argument("--num-levels", type=int, default=0, help="0: the full distribution")
+    parser.add_argument("--resume", type=Path, default=None, help="a checkpoint folder")
+    parser.add_argument("--checkpoint-every", type=int, default=500_000)
+    parser.add_argument("--ent-coef", default="0.01", help="A or A:B (linear from A to B)")
+    parser.add_argument("--no-window", action="store_true", help="every entity of the level")
+    parser.add_argument("--stale-support", action="store_true",
+                        help="procgen's has_support instead of on_ground")  # fmt: skip
+    parser.add_argument("--no-normalize", action="store_true", help="raw observations")
+    parser.add_argument("--net", default="256,256", help="hidden layer sizes")
+    parser.add_argument("--ppo", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a PPO setting (n_epochs=10, gamma=0.99, ...)")  # fmt: skip
+    parser.add_argument("--eval-episodes", type=int, default=1000)
+    parser.add_argument("--eval-baselines", choices=("all", "none"), default="all")
     parser.add_argument("--smoke", action="store_true", help="2 tiny updates, 16 eval episodes")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def _env_config(args: argparse.Namespace) -> EnvConfig:
+    info = get_game(args.game)
+    globals_ = None
+    if args.stale_support:
+        if info.support is None:
+            raise SystemExit(f"{args.game} has no support feature")
+        from procgen_entities.features import global_feature_names
+
+        globals_ = ["has_support" if g == "on_ground" else g for g in global_feature_names(info)]
+    return EnvConfig(
+        game=args.game, distribution_mode=args.mode, num_levels=args.num_levels,
+        tilemap=info.training_tilemap, entity_window=not args.no_window,
+        global_features=globals_, max_entities=TRAINING_CAPS.get(args.game),
+    )  # fmt: skip
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = _parse_args(argv)
     import torch
     from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import VecNormalize
 
     from procgen_entities.gymnasium.sb3 import SB3VecEnv
 
     torch.set_num_threads(1)  # the env's pool uses the other core
-    if args.smoke:
-        args.steps, args.envs, args.eval_episodes = 2 * 8 * 16, 8, 16
+    hyper = dict(HYPERPARAMETERS)
+    for item in args.ppo:
+        key, _, value = item.partition("=")
+        if key not in hyper:
+            raise SystemExit(f"--ppo: unknown setting {key!r} (one of {', '.join(hyper)})")
+        hyper[key] = type(hyper[key])(value)
+    schedule = tuple(float(x) for x in (args.ent_coef.split(":") * 2)[:2])
     out = args.out or Path("runs") / f"sb3-{args.game}-{args.seed}"
     out.mkdir(parents=True, exist_ok=True)
-    info = get_game(args.game)
-    n_steps = 16 if args.smoke else 256
-    hyper = dict(n_steps=n_steps, batch_size=min(2048, n_steps * args.envs), n_epochs=3,
-                 gamma=0.999, gae_lambda=0.95, ent_coef=args.ent_coef, learning_rate=5e-4,
-                 clip_range=0.2, max_grad_norm=0.5)  # fmt: skip
-    r_min, r_max = info.return_range or (0.0, 10.0)
-    meta = {"game": args.game, "env": "sb3", "seed": args.seed, "tilemap": info.training_tilemap,
-            "r_min": r_min, "r_max": r_max, "trainer": "stable-baselines3 PPO MlpPolicy",
-            "hyperparameters": hyper, "envs": args.envs}  # fmt: skip
-    metrics = _Metrics(out / "metrics.jsonl", meta)
-    env = SB3VecEnv(make_env(args.game, args.envs, args.seed, distribution_mode=args.mode))
-    model = PPO("MlpPolicy", env, seed=args.seed, verbose=0, device="cpu", **hyper)
-    model.learn(total_timesteps=args.steps, callback=metrics.callback, progress_bar=False)
-    metrics.close()
-    model.save(out / "model.zip")
-    env.close()
-
-    def greedy(obs: np.ndarray) -> np.ndarray:
-        return model.predict(obs, deterministic=True)[0]  # type: ignore[no-any-return]
-
-    mode = dict(distribution_mode=args.mode)
-    results = {"trained (greedy)": evaluate(args.game, greedy, args.eval_episodes, **mode)}
-    for action in range(15):
-        results[f"constant {action}"] = evaluate(
-            args.game, _constant(action), args.eval_episodes, **mode
+    if args.resume:
+        checkpoint = Checkpoint.load(args.resume)
+        config, done = checkpoint.env, checkpoint.steps
+    else:
+        config, done = _env_config(args), 0
+        checkpoint = Checkpoint(env=config, normalize=not args.no_normalize)
+    if args.smoke:  # two tiny updates past where the run starts
+        args.steps, args.envs, args.eval_episodes = done + 2 * 8 * 16, 8, 16
+        hyper.update(n_steps=16, batch_size=128)
+    r_min, r_max = get_game(args.game).return_range or (0.0, 10.0)
+    checkpoint.trainer = {"trainer": "stable-baselines3 PPO MlpPolicy", "seed": args.seed,
+                          "envs": args.envs, "ent_coef": list(schedule), "net": args.net,
+                          **hyper}  # fmt: skip
+    meta = {"game": args.game, "env": "sb3", "seed": args.seed, "tilemap": config.tilemap,
+            "r_min": r_min, "r_max": r_max, "resumed_at": done, **checkpoint.trainer,
+            "env_config": checkpoint.env.env_kwargs()}  # fmt: skip
+    env: Any = SB3VecEnv(make_env(config, args.envs, args.seed + done))
+    if checkpoint.normalize:
+        env = (
+            VecNormalize.load(str(args.resume / "vecnormalize.pkl"), env)
+            if args.resume
+            else VecNormalize(env, gamma=hyper["gamma"])
         )
-    best = max((k for k in results if k.startswith("constant")), key=lambda k: results[k][0])
-    for name in ("trained (greedy)", best):
-        rate, half, ret = results[name]
-        print(f"{name:18s} completion {100 * rate:5.1f}% ± {100 * half:.1f}  return {ret:.2f}")
-    table: Dict[str, Any] = {
-        k: {"completion": v[0], "ci95": v[1], "return": v[2]} for k, v in results.items()
-    }
-    table.update(episodes=args.eval_episodes, seed=EVAL_SEED)
-    (out / "evaluation.json").write_text(json.dumps(table, indent=1) + "\n")
-    return 0
+
+    def save(model: Any, name: str) -> None:
+        folder = out / name
+        checkpoint.steps = int(model.num_timesteps)  # counted from the first run
+        checkpoint.save(folder)
+        model.save(folder / "model.zip")
+        if checkpoint.normalize:
+            env.save(str(folder / "vecnormalize.pkl"))
+
+    total = args.steps - done
+    if total <= 0:
+        raise SystemExit(f"the checkpoint already has {done} steps (--steps {args.steps})")
+    metrics = _Metrics(out, meta, schedule, args.steps, args.checkpoint_every, save)
+    metrics.saved = done // args.checkpoint_every if args.checkpoint_every else 0
+    layers = [int(x) for x in args.net.split(",")]
+    if args.resume:
+        model = PPO.load(args.resume / "model.zip", env=env, device="cpu")
+    else:
+        model = PPO("MlpPolicy", env, seed=args.seed, verbose=0, device="cpu",
+                    ent_coef=schedule[0], policy_kwargs={"net_arch": layers}, **hyper)  # fmt: skip
+    model.learn(total_timesteps=total, callback=metrics.callback, progress_bar=True,
+                reset_num_timesteps=not args.resume)  # fmt: skip
+    metrics.close()
+    save(model, "checkpoint")
+    env.close()
+    from procgen_entities.tools.evaluate import main as evaluate
+
+    return evaluate(
+        [
+            str(out / "checkpoint"),
+            "--episodes",
+            str(args.eval_episodes),
+            "--baselines",
+            args.eval_baselines,
+            "--json",
+            str(out / "evaluation.json"),
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -138,14 +138,16 @@ class EpisodeLogger(VecEnv):
         self.env.close()
 
 
-def make_env(kind: str, game: str, num_envs: int, seed: int, defaults: GameDefaults) -> VecEnv:
+def make_env(
+    kind: str, game: str, num_envs: int, seed: int, defaults: GameDefaults, actor: str = "global"
+) -> VecEnv:
     from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
 
     options: Dict[str, Any] = {"distribution_mode": "easy", **defaults.env_options}
     if kind == "fast":
         return ProcgenVecEnv(
             game, num_envs, seed=seed, relative_positions=True, tilemap=defaults.tilemap,
-            **options,
+            actor=actor, **options,
         )  # fmt: skip
     if kind == "seed-style":
         if defaults.tilemap:
@@ -203,6 +205,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         help="tilemap entities (default: the game's; seed-style envs have none)",
     )
     parser.add_argument("--out", default=None, help="run folder (default runs/GAME-SEED-TIME)")
+    parser.add_argument("--actor", default="global", choices=["global", "player"],
+                        help="the entity that takes the action")  # fmt: skip
     parser.add_argument(
         "--random-policy", action="store_true",
         help="no training: uniformly random actions in the same env, as a baseline curve",
@@ -246,7 +250,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "kind": "run", "game": args.game, "seed": args.seed,
         "env": args.env + (", random policy" if args.random_policy else ""),
         "tilemap": defaults.tilemap, "r_min": defaults.r_min, "r_max": defaults.r_max,
-        "overrides": overrides,
+        "overrides": overrides, "actor": args.actor,
     }  # fmt: skip
     metrics.write(json.dumps(meta) + "\n")
     loggers: List[EpisodeLogger] = []
@@ -254,7 +258,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     def factory(cfg: Any, num_envs: int, processes: int, first_env_index: int) -> EpisodeLogger:
         # first_env_index is not a seed (always 0 without xprun): seed from the run instead.
         env = EpisodeLogger(
-            make_env(args.env, args.game, num_envs, args.seed + 1000 * len(loggers), defaults),
+            make_env(
+                args.env, args.game, num_envs, args.seed + 1000 * len(loggers), defaults, args.actor
+            ),  # fmt: skip
             metrics,
         )
         loggers.append(env)

@@ -1,0 +1,230 @@
+"""Evaluate a checkpoint on levels it did not train on, next to baselines on the same levels.
+
+    python -m procgen_entities.evaluate CHECKPOINT [--episodes 1000] [--seed S] [--sampled]
+                                        [--baselines all|none]
+
+Runs the checkpoint (greedy unless ``--sampled``) for one episode on each of ``--episodes``
+levels drawn with ``--seed`` (procgen's level sampling; the training used other seeds, and
+with the full distribution a level repeats with probability ~1e-6), then the baselines on the
+same levels: uniformly random actions, every constant action (the best is shown), and for
+coinrun a scripted hazard-aware rule (``SCRIPTED``). Prints per policy the completion rate and
+mean return with 95% confidence intervals and the episodes' ends by cause (complete, each of
+the game's hazards as the terminal state shows it, timeout, other); the last line is the
+checkpoint's ``completion <percent>% return <mean> over <N> episodes``. ``--json FILE`` writes
+the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional
+
+import numpy as np
+
+from procgen_entities.features import ACTION_LABELS
+from procgen_entities.games import Game, get_game
+from procgen_entities.tools.checkpoint import Checkpoint, EnvConfig, load_policy, make_env
+
+__all__ = ["Episodes", "SCRIPTED", "death_cause", "main", "run_episodes"]
+
+EVAL_SEED = 1_000_003  # the training tools never seed their envs with it
+Policy = Callable[[Any], np.ndarray]
+
+
+@dataclass
+class Episodes:
+    """The first episode of every env: success, return, length and how it ended."""
+
+    complete: np.ndarray
+    returns: np.ndarray
+    lengths: np.ndarray
+    causes: List[str] = field(default_factory=list)
+
+    def summary(self) -> Dict[str, Any]:
+        n = len(self.complete)
+        rate = float(self.complete.mean())
+        spread = float(self.returns.std(ddof=1)) if n > 1 else 0.0
+        ends = {c: self.causes.count(c) for c in dict.fromkeys(sorted(self.causes))}
+        return {
+            "episodes": n, "completion": rate,
+            "completion_ci95": 1.96 * math.sqrt(max(rate * (1 - rate), 1e-12) / n),
+            "return": float(self.returns.mean()), "return_ci95": 1.96 * spread / math.sqrt(n),
+            "length": float(self.lengths.mean()), "ends": ends,
+        }  # fmt: skip
+
+
+def _overlaps(player: np.ndarray, others: np.ndarray, fields: Mapping[str, int]) -> bool:
+    x, y, rx, ry = (fields[f] for f in ("x", "y", "rx", "ry"))
+    dx = np.abs(others[:, x] - player[x]) < np.abs(others[:, rx]) + abs(player[rx])
+    dy = np.abs(others[:, y] - player[y]) < np.abs(others[:, ry]) + abs(player[ry])
+    return bool((dx & dy).any())
+
+
+def _touches_tile(player: np.ndarray, grid: np.ndarray, tiles: tuple, fields: Mapping) -> bool:
+    x, y, rx, ry = (float(player[fields[f]]) for f in ("x", "y", "rx", "ry"))
+    h, w = grid.shape
+    cols = range(max(0, math.floor(x - rx)), min(w, math.floor(x + rx) + 1))
+    rows = range(max(0, math.floor(y - ry)), min(h, math.floor(y + ry) + 1))
+    return any(int(grid[r, c]) in tiles for r in rows for c in cols)
+
+
+def death_cause(game: Game, batch: Any, i: int) -> str:
+    """Which of the game's hazards the player touches in terminal state ``i`` of a StateBatch
+    (the first in declaration order), or "other"."""
+    fields = {name: batch.entity_fields.index(name) for name in ("x", "y", "rx", "ry", "type")}
+    rows = batch.state_entities(i)
+    player = rows[0]
+    types = rows[:, fields["type"]].astype(int)
+    ids = {name: tid for tid, name in game.entity_types.items()}
+    for hazard in game.hazards:
+        if hazard in ids:
+            if _overlaps(player, rows[types == ids[hazard]], fields):
+                return hazard.lower()
+        elif batch.grid is not None and _touches_tile(
+            player, batch.grid[i], game.tiles[hazard], fields
+        ):
+            return hazard.lower()
+    return "other"
+
+
+def run_episodes(
+    config: EnvConfig, policy: Policy, episodes: int, seed: int, *, flatten: bool = True
+) -> Episodes:
+    """``policy`` (a batch of observations -> actions) for one episode in each of ``episodes``
+    envs seeded with ``seed``: the same levels for every policy with the same seed."""
+    env = make_env(config, episodes, seed, flatten=flatten, autoreset_mode="NextStep")
+    game = get_game(config.game)
+    obs, _ = env.reset(seed=seed)
+    finished = np.zeros(episodes, dtype=bool)
+    result = Episodes(np.zeros(episodes, bool), np.zeros(episodes), np.zeros(episodes, np.int64))
+    causes = [""] * episodes
+    while not finished.all():
+        obs, reward, terminated, truncated, info = env.step(policy(obs))
+        live = ~finished
+        result.returns[live] += reward[live]
+        result.lengths[live] += 1
+        ended = (terminated | truncated) & live
+        if not ended.any():
+            continue
+        result.complete[ended] = info["prev_level_complete"][ended]
+        indices, terminal = env._stepper.final_states()
+        for k, i in enumerate(indices):
+            if not ended[i]:
+                continue
+            if result.complete[i]:
+                causes[i] = "complete"
+            elif truncated[i]:
+                causes[i] = "timeout"
+            else:
+                causes[i] = death_cause(game, terminal, k)
+        finished |= ended
+    env.close()
+    result.causes = causes
+    return result
+
+
+def scripted_coinrun(feature_names: Mapping[str, tuple]) -> Policy:
+    """Right+jump, except walk right while the nearest saw or enemy ahead (within 2 tiles of
+    height) is 3.5-8 tiles away, so the jump starts close enough to clear it."""
+    rel_x = feature_names["Saw"].index("rel_x")
+    rel_y = feature_names["Saw"].index("rel_y")
+    right, right_up = ACTION_LABELS.index("right"), ACTION_LABELS.index("right_up")
+
+    def policy(obs: Mapping[str, np.ndarray]) -> np.ndarray:
+        nearest = np.full(len(obs["global"]), np.inf)
+        for name in ("Saw", "Enemy"):
+            ahead = obs[f"{name}_mask"] & (obs[name][..., rel_x] > 0)
+            ahead &= np.abs(obs[name][..., rel_y]) < 2
+            distance = np.where(ahead, obs[name][..., rel_x], np.inf).min(axis=1)
+            nearest = np.minimum(nearest, distance)
+        return np.where((nearest > 3.5) & (nearest < 8), right, right_up)
+
+    return policy
+
+
+#: Scripted baselines per game (a function of the dict observation's feature names).
+SCRIPTED: Dict[str, Callable[[Mapping[str, tuple]], Policy]] = {"coinrun": scripted_coinrun}
+
+
+def _constant(action: int, n: int) -> Policy:
+    return lambda obs: np.full(n, action)
+
+
+def baselines(config: EnvConfig, episodes: int, seed: int) -> Dict[str, Episodes]:
+    """Random, the best constant action, and the game's scripted rule, on the same levels."""
+    rng = np.random.default_rng(seed)
+    n = len(ACTION_LABELS)
+    results = {"random": run_episodes(config, lambda o: rng.integers(0, n, episodes), episodes,
+                                      seed, flatten=False)}  # fmt: skip
+    constants = {
+        a: run_episodes(config, _constant(a, episodes), episodes, seed, flatten=False)
+        for a in range(n)
+    }
+    best = max(constants, key=lambda a: (constants[a].complete.mean(), constants[a].returns.mean()))
+    results[f"constant {ACTION_LABELS[best]} (best of 15)"] = constants[best]
+    if config.game in SCRIPTED:
+        probe = make_env(config, 1, seed, flatten=False)
+        names = probe.metadata["feature_names"]
+        probe.close()
+        results["scripted"] = run_episodes(
+            config, SCRIPTED[config.game](names), episodes, seed, flatten=False
+        )
+    return results
+
+
+def _row(name: str, summary: Mapping[str, Any]) -> str:
+    ends = " ".join(f"{k} {v}" for k, v in summary["ends"].items())
+    return (
+        f"{name:34s} {100 * summary['completion']:5.1f}% ± {100 * summary['completion_ci95']:4.1f}"
+        f"   {summary['return']:6.2f} ± {summary['return_ci95']:4.2f}   {ends}"
+    )
+
+
+def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m procgen_entities.evaluate", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("checkpoint", type=Path, help="a checkpoint folder (env.json, model.zip)")
+    parser.add_argument("--episodes", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=EVAL_SEED, help="level sampling seed")
+    parser.add_argument("--sampled", action="store_true", help="sample actions (not greedy)")
+    parser.add_argument("--baselines", choices=("all", "none"), default="all")
+    parser.add_argument("--mode", default=None, help="another distribution_mode than trained")
+    parser.add_argument("--json", type=Path, default=None, help="write the table here")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = _parse_args(argv)
+    if args.episodes < 1:
+        raise SystemExit("--episodes must be >= 1")
+    checkpoint = Checkpoint.load(args.checkpoint)
+    config = checkpoint.env
+    if args.mode:
+        config.distribution_mode = args.mode
+    config.num_levels, config.start_level = 0, 0  # test levels: the full distribution
+    policy = load_policy(args.checkpoint, deterministic=not args.sampled)
+    label = f"checkpoint ({'sampled' if args.sampled else 'greedy'}, {checkpoint.steps:,} steps)"
+    results = {label: run_episodes(config, policy, args.episodes, args.seed)}
+    if args.baselines == "all":
+        results.update(baselines(config, args.episodes, args.seed))
+    summaries = {name: r.summary() for name, r in results.items()}
+    print(f"{config.game}, {config.distribution_mode}, {args.episodes} levels (seed {args.seed})")
+    print(f"{'policy':34s} {'completion':>14s}   {'return':>13s}   episode ends")
+    for name, summary in summaries.items():
+        print(_row(name, summary))
+    if args.json:
+        args.json.write_text(json.dumps({"seed": args.seed, **summaries}, indent=1) + "\n")
+    mine = summaries[label]
+    print(f"completion {100 * mine['completion']:.1f}% return {mine['return']:.2f} "
+          f"over {args.episodes} episodes")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""Training, checkpoints and evaluation (tools/sb3_ppo.py, tools/checkpoint.py,
+tools/evaluate.py) against real procgen episodes."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from procgen_entities.features import ACTION_LABELS
+from procgen_entities.tools.checkpoint import EnvConfig
+from procgen_entities.tools.evaluate import run_episodes
+
+pytestmark = pytest.mark.live
+COINRUN = EnvConfig(game="coinrun", tilemap="columns")
+RIGHT_UP = ACTION_LABELS.index("right_up")
+
+
+def constant(action: int, n: int):  # type: ignore[no-untyped-def]
+    return lambda obs: np.full(n, action)
+
+
+def test_episode_ends_are_explained_by_the_terminal_states() -> None:
+    """coinrun pays 10 exactly on completion; every other end is a hazard the terminal state
+    shows the player touching, or the time limit."""
+    episodes = run_episodes(COINRUN, constant(RIGHT_UP, 64), 64, seed=11, flatten=False)
+    np.testing.assert_array_equal(episodes.complete, episodes.returns == 10.0)
+    assert set(episodes.causes) <= {"complete", "saw", "enemy", "lava", "timeout", "other"}
+    assert [c == "complete" for c in episodes.causes] == list(episodes.complete)
+    deaths = [c for c in episodes.causes if c not in ("complete", "timeout")]
+    assert deaths.count("saw") > 0
+    assert deaths.count("other") <= 0.05 * len(deaths)
+    noop = run_episodes(COINRUN, constant(ACTION_LABELS.index("noop"), 8), 8, 11, flatten=False)
+    assert noop.causes == ["timeout"] * 8 and (noop.lengths == 1000).all()
+
+
+def test_the_same_seed_gives_every_policy_the_same_levels() -> None:
+    first = run_episodes(COINRUN, constant(RIGHT_UP, 16), 16, seed=5)
+    again = run_episodes(COINRUN, constant(RIGHT_UP, 16), 16, seed=5)
+    other = run_episodes(COINRUN, constant(RIGHT_UP, 16), 16, seed=6)
+    np.testing.assert_array_equal(first.lengths, again.lengths)
+    assert first.causes == again.causes
+    assert not np.array_equal(first.lengths, other.lengths)
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=900)
+
+
+def test_stable_baselines3_trains_resumes_and_evaluates(tmp_path: Path) -> None:
+    """SB3's PPO end to end: train (2 tiny updates) into a checkpoint, resume it, evaluate it
+    next to the baselines; the evaluation's last line is the checkpoint's result."""
+    pytest.importorskip("stable_baselines3")
+    out = tmp_path / "run"
+    run = _run("procgen_entities.tools.sb3_ppo", "coinrun", "--smoke", "--out", str(out))
+    assert run.returncode == 0, run.stderr[-2000:]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert records[0]["kind"] == "run" and records[0]["env"] == "sb3"
+    assert any(r["kind"] == "update" for r in records)
+    config = json.loads((out / "checkpoint" / "env.json").read_text())
+    assert config["steps"] == 256 and config["env"]["game"] == "coinrun"
+    resumed = _run("procgen_entities.tools.sb3_ppo", "coinrun", "--smoke", "--out", str(out),
+                   "--resume", str(out / "checkpoint"))  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert json.loads((out / "checkpoint" / "env.json").read_text())["steps"] == 512
+    table = tmp_path / "table.json"
+    evaluation = _run("procgen_entities.evaluate", str(out / "checkpoint"), "--episodes", "12",
+                      "--json", str(table))  # fmt: skip
+    assert evaluation.returncode == 0, evaluation.stderr[-2000:]
+    last = evaluation.stdout.strip().splitlines()[-1]
+    match = re.fullmatch(r"completion (\d+\.\d)% return (-?\d+\.\d\d) over 12 episodes", last)
+    assert match, last
+    results = json.loads(table.read_text())
+    mine = next(v for k, v in results.items() if k.startswith("checkpoint"))
+    assert f"{100 * mine['completion']:.1f}" == match.group(1)
+    assert {"random", "scripted"} <= set(results)
+    assert any(k.startswith("constant") for k in results)
+    missing = _run("procgen_entities.evaluate", str(tmp_path), "--episodes", "4")
+    assert missing.returncode != 0 and "not a checkpoint folder" in missing.stderr
