@@ -2,7 +2,7 @@
 
 The fixture starts two Ray nodes as separate processes (``ray start --head --block`` and
 ``ray start --address ... --block``), each in its own session (process group), with its own
-ports, one logical CPU, a small object store, a per-test temp dir and auth token, and one unit
+ports, two logical CPUs, a small object store, a per-test temp dir and auth token, and one unit
 of the custom resource ``runner_slot``. Every EnvRunner asks for one ``runner_slot``, so two
 runners can only run on two different nodes. Teardown kills those two process groups and every
 process they started (never ``ray stop``, which would end every Ray process on the host), also
@@ -318,3 +318,15 @@ def test_episode_records_in_the_plot_format(tmp_path: Path) -> None:
     assert np.array_equal(run.returns, [1.0, -3.0, 2.0])
     assert np.array_equal(run.steps, [100, 200, 300])
     assert np.array_equal(run.complete, [0.0, 0.0, 1.0])
+
+
+def test_episode_records_of_rllib_results() -> None:
+    """RLlib compiles a series of one item to the item and an empty one to NaN."""
+    from procgen_entities.rllib.callbacks import EPISODES_KEY
+    from procgen_entities.rllib.metrics import episodes_of
+
+    one = {"return": 1.0, "length": 3}
+    assert episodes_of({"env_runners": {EPISODES_KEY: one}}) == [one]
+    assert episodes_of({"env_runners": {EPISODES_KEY: [one, one]}}) == [one, one]
+    assert episodes_of({"env_runners": {EPISODES_KEY: float("nan")}}) == []
+    assert episodes_of({"env_runners": {}}) == []

@@ -19,8 +19,14 @@ __all__ = ["MetricsWriter", "episodes_of", "steps_sampled"]
 
 
 def episodes_of(result: Mapping[str, Any]) -> List[Dict[str, Any]]:
-    """The episode records the runners logged during this iteration (callbacks.record_episode)."""
-    records = result.get("env_runners", {}).get(EPISODES_KEY) or []
+    """The episode records the runners logged during this iteration (callbacks.record_episode).
+
+    RLlib's results give a series of one item as the item itself, and none as NaN."""
+    records = result.get("env_runners", {}).get(EPISODES_KEY)
+    if isinstance(records, Mapping):
+        return [dict(records)]
+    if not isinstance(records, (list, tuple)):
+        return []
     return [dict(r) for r in records]
 
 
