@@ -330,3 +330,33 @@ def test_episode_records_of_rllib_results() -> None:
     assert episodes_of({"env_runners": {EPISODES_KEY: [one, one]}}) == [one, one]
     assert episodes_of({"env_runners": {EPISODES_KEY: float("nan")}}) == []
     assert episodes_of({"env_runners": {}}) == []
+
+
+def test_runner_seeds_give_each_runner_its_own_levels() -> None:
+    """RLlib would reset runner i with seed + i, and an EntityVectorEnv seeded s seeds its procgen
+    groups s, s+1: neighbouring runners would share levels. set_up_runner spreads them."""
+    from types import SimpleNamespace
+
+    from procgen_entities.gymnasium import EntityVectorEnv
+    from procgen_entities.rllib import env_options
+    from procgen_entities.rllib.callbacks import runner_seed, set_up_runner
+
+    def level_seeds(env: Any, seed: Any) -> set:
+        _, info = env.reset(seed=seed)
+        return set(info["level_seed"].tolist())
+
+    options = env_options("bigfish")
+    envs = [EntityVectorEnv("bigfish", 8, **options) for _ in range(3)]
+    try:
+        # RLlib's scheme: the second group of runner 1 is the first group of runner 2.
+        assert level_seeds(envs[0], 7) & level_seeds(envs[1], 8)
+        seen = []
+        for index, env in zip((1, 2), envs):
+            set_up_runner(env_runner=SimpleNamespace(worker_index=index), env=env, seed=7,
+                          torch_threads=None)  # fmt: skip
+            seen.append(level_seeds(env, None))  # RLlib's own reset: seed None
+            assert seen[-1] == level_seeds(envs[2], runner_seed(7, index))
+        assert not seen[0] & seen[1]
+    finally:
+        for env in envs:
+            env.close()
