@@ -267,7 +267,8 @@ def test_a_killed_runner_is_restarted_and_the_run_goes_on(cluster: Cluster) -> N
         ray.kill(actors[victim], no_restart=False)
         records: List[Dict[str, Any]] = []
         steps, healthy, restarts = 0, [], 0
-        while not (healthy[-1:] == [2] and restarts >= 1) and len(healthy) < 8:
+        deadline = time.monotonic() + 180  # a restart re-imports torch and RLlib: seconds
+        while not (healthy[-1:] == [2] and restarts >= 1) and time.monotonic() < deadline:
             result = algo.train()  # must not raise: the run goes on with the healthy runner
             assert steps_sampled(result) > steps
             steps = steps_sampled(result)
@@ -275,6 +276,8 @@ def test_a_killed_runner_is_restarted_and_the_run_goes_on(cluster: Cluster) -> N
             healthy.append(result["fault_tolerance"]["num_healthy_workers"])
             restarts = result["fault_tolerance"]["num_remote_worker_restarts"]
         assert healthy[-1] == 2 and restarts >= 1, f"not restored: {healthy}, {restarts} restarts"
+        assert 1 in healthy  # it trained on while the runner was down
+        print(f"healthy runners per iteration after the kill: {healthy}")
         after = _runners(algo)
         assert after[victim]["pid"] != before[victim]["pid"]  # a new process ...
         assert after[victim]["node"] == before[victim]["node"]  # ... where its slot is
