@@ -59,10 +59,10 @@ def _start_node(name: str, extra: List[str], env: Dict[str, str], logs: Path) ->
            "--disable-usage-stats"]  # fmt: skip
     for flag in sorted(ports):
         cmd += [flag, str(_free_port())]
-    log = (logs / f"{name}.log").open("w")
-    return subprocess.Popen(
-        cmd + extra, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
+    with (logs / f"{name}.log").open("w") as log:  # the node keeps its own descriptor
+        return subprocess.Popen(
+            cmd + extra, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
 
 def _kill_tree(nodes: List[subprocess.Popen]) -> None:
