@@ -1,6 +1,8 @@
 """Checkpoints of agents trained on EntityVectorEnv: a folder that rebuilds its own env.
 
-A checkpoint folder holds ``model.zip`` (Stable-Baselines3 PPO), ``env.json`` (the game and every
+A checkpoint folder holds ``model.zip`` (Stable-Baselines3 PPO with its optimizer, what
+training resumes from) and ``policy.pth`` (the policy alone, ~1/3 of the size: what released
+checkpoints keep and evaluation needs), ``env.json`` (the game and every
 EntityVectorEnv keyword it was trained with, the trainer settings and the env steps done) and,
 when observations were normalised, ``vecnormalize.pkl`` (SB3's running statistics). Everything
 that evaluates or resumes a checkpoint builds its env from ``env.json``, so an agent always sees
@@ -80,10 +82,16 @@ class Checkpoint:
 def load_policy(folder: Path, *, deterministic: bool = True) -> Callable[[np.ndarray], np.ndarray]:
     """The checkpoint's policy as a function of a batch of flat observations (normalised with
     the checkpoint's statistics when it was trained so)."""
-    from stable_baselines3 import PPO
-
     checkpoint = Checkpoint.load(folder)
-    model = PPO.load(folder / "model.zip", device="cpu")
+    model: Any
+    if (folder / "model.zip").exists():
+        from stable_baselines3 import PPO
+
+        model = PPO.load(folder / "model.zip", device="cpu")
+    else:  # a released checkpoint: the policy alone
+        from stable_baselines3.common.policies import ActorCriticPolicy
+
+        model = ActorCriticPolicy.load(str(folder / "policy.pth"), device="cpu")
     normalize: Callable[[np.ndarray], np.ndarray] = lambda obs: obs  # noqa: E731
     if checkpoint.normalize:
         import pickle

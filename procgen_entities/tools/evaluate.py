@@ -130,9 +130,11 @@ def run_episodes(
 
 def scripted_coinrun(feature_names: Mapping[str, tuple]) -> Policy:
     """Right+jump, except walk right while the nearest saw or enemy ahead (within 2 tiles of
-    height) is 3.5-8 tiles away, so the jump starts close enough to clear it."""
+    height) is 3.5-8 tiles away, so the jump starts close enough to clear it; a walk that is
+    blocked (the player not moving right) jumps."""
     rel_x = feature_names["Saw"].index("rel_x")
     rel_y = feature_names["Saw"].index("rel_y")
+    vx = feature_names["Player"].index("vx")
     right, right_up = ACTION_LABELS.index("right"), ACTION_LABELS.index("right_up")
 
     def policy(obs: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -142,7 +144,8 @@ def scripted_coinrun(feature_names: Mapping[str, tuple]) -> Policy:
             ahead &= np.abs(obs[name][..., rel_y]) < 2
             distance = np.where(ahead, obs[name][..., rel_x], np.inf).min(axis=1)
             nearest = np.minimum(nearest, distance)
-        return np.where((nearest > 3.5) & (nearest < 8), right, right_up)
+        moving = obs["Player"][:, 0, vx] > 0.05
+        return np.where((nearest > 3.5) & (nearest < 8) & moving, right, right_up)
 
     return policy
 

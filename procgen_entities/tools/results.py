@@ -1,0 +1,99 @@
+"""Tables of trained runs, regenerated from their checked-in files.
+
+    python -m procgen_entities.tools.results RUN_DIR [RUN_DIR ...] [--group]
+
+Each RUN_DIR holds ``metrics.jsonl`` (or ``.jsonl.gz``; written by tools/sb3_ppo.py) and
+``evaluation.json`` (written by ``procgen_entities.evaluate --json``). Prints a Markdown table:
+per run the env steps, the completion rate of the last 10% of training episodes (sampled
+actions), and the greedy evaluation (completion and return with 95% intervals, episode ends).
+``--group`` averages runs whose folder names differ only in a trailing ``-s<seed>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+__all__ = ["main", "run_summary"]
+
+
+def _records(folder: Path) -> List[Dict[str, Any]]:
+    for name, opener in (("metrics.jsonl", open), ("metrics.jsonl.gz", gzip.open)):
+        path = folder / name
+        if path.exists():
+            with opener(path, "rt") as f:  # type: ignore[operator]
+                return [json.loads(line) for line in f if line.strip()]
+    raise FileNotFoundError(f"{folder}: no metrics.jsonl(.gz)")
+
+
+def run_summary(folder: Path) -> Dict[str, Any]:
+    """Steps, training completion (last 10% of episodes) and the checkpoint's evaluation."""
+    records = _records(folder)
+    episodes = [r for r in records if r.get("kind") == "episode"]
+    tail = episodes[-max(1, len(episodes) // 10) :]
+    evaluation = json.loads((folder / "evaluation.json").read_text())
+    mine = next(v for k, v in evaluation.items() if k.startswith("checkpoint"))
+    return {
+        "run": folder.name,
+        "steps": max((r.get("step", 0) for r in records), default=0),
+        "train_completion": float(np.mean([bool(e["level_complete"]) for e in tail])),
+        "completion": mine["completion"], "completion_ci95": mine["completion_ci95"],
+        "return": mine["return"], "episodes": mine["episodes"], "ends": mine["ends"],
+    }  # fmt: skip
+
+
+def _row(s: Dict[str, Any]) -> str:
+    ends = ", ".join(f"{k} {v}" for k, v in s["ends"].items())
+    return (
+        f"| {s['run']} | {s['steps']:,} | {100 * s['train_completion']:.1f}% | "
+        f"{100 * s['completion']:.1f}% ± {100 * s['completion_ci95']:.1f} | {s['return']:.2f} | "
+        f"{ends} |"
+    )
+
+
+def _grouped(summaries: List[Dict[str, Any]]) -> List[str]:
+    groups: Dict[str, List[Dict[str, Any]]] = {}
+    for s in summaries:
+        groups.setdefault(re.sub(r"-s\d+$", "", s["run"]), []).append(s)
+    rows = []
+    for name, runs in groups.items():
+        rates = [r["completion"] for r in runs]
+        train = [r["train_completion"] for r in runs]
+        rows.append(
+            f"| {name} | {len(runs)} | {100 * np.mean(train):.1f}% | "
+            f"{100 * np.mean(rates):.1f}% ({', '.join(f'{100 * x:.1f}' for x in rates)}) | "
+            f"{np.mean([r['return'] for r in runs]):.2f} |"
+        )
+    return rows
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m procgen_entities.tools.results", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--group", action="store_true", help="average over -s<seed> runs")
+    args = parser.parse_args(argv)
+    summaries = [run_summary(folder) for folder in args.runs]
+    if args.group:
+        print("| configuration | seeds | training completion (last 10%) "
+              "| greedy completion (per seed) | greedy return |")  # fmt: skip
+        print("|---|---|---|---|---|")
+        print("\n".join(_grouped(summaries)))
+        return 0
+    print("| run | env steps | training completion (last 10%) | greedy completion | "
+          "greedy return | episode ends |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    print("\n".join(_row(s) for s in summaries))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
