@@ -25,5 +25,5 @@ sys.exit(0 if procgen_entities.__file__.startswith('$OUT') else
 "$PY" -m pytest -p no:cacheprovider -q -m "not slow" -o addopts="" \
     tests/test_parse_golden.py tests/test_parse_errors.py tests/test_parse_fuzz.py \
     tests/test_tilemap.py tests/test_vec_env.py tests/test_engine.py tests/test_layers.py \
-    tests/test_restore.py tests/test_gymnasium.py \
+    tests/test_restore.py tests/test_gymnasium.py tests/test_features.py \
     -k "not never_crash_procgen and not stable_baselines3_trains"

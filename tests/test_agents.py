@@ -81,5 +81,10 @@ def test_stable_baselines3_trains_resumes_and_evaluates(tmp_path: Path) -> None:
     assert f"{100 * mine['completion']:.1f}" == match.group(1)
     assert {"random", "scripted"} <= set(results)
     assert any(k.startswith("constant") for k in results)
+    summary = _run("procgen_entities.tools.results", str(out))  # the run's own evaluation
+    assert summary.returncode == 0, summary.stderr[-2000:]
+    own = json.loads((out / "evaluation.json").read_text())
+    rate = next(v for k, v in own.items() if k.startswith("checkpoint"))["completion"]
+    assert f"| {100 * rate:.1f}% ± " in summary.stdout.splitlines()[-1]
     missing = _run("procgen_entities.evaluate", str(tmp_path), "--episodes", "4")
     assert missing.returncode != 0 and "not a checkpoint folder" in missing.stderr

@@ -5,7 +5,8 @@
 
 Runs the checkpoint (greedy unless ``--sampled``) for one episode on each of ``--episodes``
 levels drawn with ``--seed`` (procgen's level sampling; the training used other seeds, and
-with the full distribution a level repeats with probability ~1e-6), then the baselines on the
+with the full distribution a level repeats with probability ~1e-6; ``--train-levels``: drawn
+from the checkpoint's own ``num_levels`` training levels instead), then the baselines on the
 same levels: uniformly random actions, every constant action (the best is shown), and for
 coinrun a scripted hazard-aware rule (``SCRIPTED``). Prints per policy the completion rate and
 mean return with 95% confidence intervals and the episodes' ends by cause (complete, each of
@@ -198,6 +199,9 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--sampled", action="store_true", help="sample actions (not greedy)")
     parser.add_argument("--baselines", choices=("all", "none"), default="all")
     parser.add_argument("--mode", default=None, help="another distribution_mode than trained")
+    parser.add_argument("--train-levels", action="store_true",
+                        help="the levels the checkpoint trained on (its num_levels), not the "
+                             "full distribution")  # fmt: skip
     parser.add_argument("--json", type=Path, default=None, help="write the table here")
     return parser.parse_args(argv)
 
@@ -210,14 +214,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     config = checkpoint.env
     if args.mode:
         config.distribution_mode = args.mode
-    config.num_levels, config.start_level = 0, 0  # test levels: the full distribution
+    if not args.train_levels:
+        config.num_levels, config.start_level = 0, 0  # test levels: the full distribution
     policy = load_policy(args.checkpoint, deterministic=not args.sampled)
     label = f"checkpoint ({'sampled' if args.sampled else 'greedy'}, {checkpoint.steps:,} steps)"
     results = {label: run_episodes(config, policy, args.episodes, args.seed)}
     if args.baselines == "all":
         results.update(baselines(config, args.episodes, args.seed))
     summaries = {name: r.summary() for name, r in results.items()}
-    print(f"{config.game}, {config.distribution_mode}, {args.episodes} levels (seed {args.seed})")
+    levels = f"of its {config.num_levels} training levels" if config.num_levels else "levels"
+    print(f"{config.game}, {config.distribution_mode}, {args.episodes} episodes on {levels} "
+          f"(seed {args.seed})")  # fmt: skip
     print(f"{'policy':34s} {'completion':>14s}   {'return':>13s}   episode ends")
     for name, summary in summaries.items():
         print(_row(name, summary))
