@@ -183,9 +183,10 @@ def baselines(config: EnvConfig, episodes: int, seed: int) -> Dict[str, Episodes
 
 def _row(name: str, summary: Mapping[str, Any]) -> str:
     ends = " ".join(f"{k} {v}" for k, v in summary["ends"].items())
+    normalised = f" ({summary['normalised']:+.2f})" if "normalised" in summary else ""
     return (
         f"{name:34s} {100 * summary['completion']:5.1f}% ± {100 * summary['completion_ci95']:4.1f}"
-        f"   {summary['return']:6.2f} ± {summary['return_ci95']:4.2f}   {ends}"
+        f"   {summary['return']:6.2f} ± {summary['return_ci95']:4.2f}{normalised}   {ends}"
     )
 
 
@@ -222,10 +223,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.baselines == "all":
         results.update(baselines(config, args.episodes, args.seed))
     summaries = {name: r.summary() for name, r in results.items()}
+    r_range = get_game(config.game).return_range
+    if r_range is not None:  # the procgen paper's normalised return
+        for summary in summaries.values():
+            summary["normalised"] = (summary["return"] - r_range[0]) / (r_range[1] - r_range[0])
     levels = f"of its {config.num_levels} training levels" if config.num_levels else "levels"
     print(f"{config.game}, {config.distribution_mode}, {args.episodes} episodes on {levels} "
           f"(seed {args.seed})")  # fmt: skip
-    print(f"{'policy':34s} {'completion':>14s}   {'return':>13s}   episode ends")
+    print(f"{'policy':34s} {'completion':>14s}   {'return (normalised)':>13s}   episode ends")
     for name, summary in summaries.items():
         print(_row(name, summary))
     if args.json:

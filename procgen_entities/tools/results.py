@@ -21,6 +21,8 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from procgen_entities.games import get_game
+
 __all__ = ["main", "run_summary"]
 
 
@@ -40,8 +42,11 @@ def run_summary(folder: Path) -> Dict[str, Any]:
     tail = episodes[-max(1, len(episodes) // 10) :]
     evaluation = json.loads((folder / "evaluation.json").read_text())
     mine = next(v for k, v in evaluation.items() if k.startswith("checkpoint"))
+    game = get_game(records[0]["game"])
+    r_min, r_max = game.return_range or (0.0, 1.0)
     return {
         "run": folder.name,
+        "normalised": (mine["return"] - r_min) / (r_max - r_min),
         "steps": max((r.get("step", 0) for r in records), default=0),
         "train_completion": float(np.mean([bool(e["level_complete"]) for e in tail])),
         "completion": mine["completion"], "completion_ci95": mine["completion_ci95"],
@@ -53,7 +58,8 @@ def _row(s: Dict[str, Any]) -> str:
     ends = ", ".join(f"{k} {v}" for k, v in s["ends"].items())
     return (
         f"| {s['run']} | {s['steps']:,} | {100 * s['train_completion']:.1f}% | "
-        f"{100 * s['completion']:.1f}% ± {100 * s['completion_ci95']:.1f} | {s['return']:.2f} | "
+        f"{100 * s['completion']:.1f}% ± {100 * s['completion_ci95']:.1f} | {s['return']:.2f} "
+        f"({s['normalised']:.2f}) | "
         f"{ends} |"
     )
 
@@ -89,7 +95,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("\n".join(_grouped(summaries)))
         return 0
     print("| run | env steps | training completion (last 10%) | greedy completion | "
-          "greedy return | episode ends |")  # fmt: skip
+          "greedy return (normalised) | episode ends |")  # fmt: skip
     print("|---|---|---|---|---|---|")
     print("\n".join(_row(s) for s in summaries))
     return 0
