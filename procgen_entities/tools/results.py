@@ -3,7 +3,8 @@
     python -m procgen_entities.tools.results RUN_DIR [RUN_DIR ...] [--group]
 
 Each RUN_DIR holds ``metrics.jsonl`` (or ``.jsonl.gz``; written by tools/sb3_ppo.py) and
-``evaluation.json`` (written by ``procgen_entities.evaluate --json``). Prints a Markdown table:
+``evaluation.json`` (written by ``procgen_entities.evaluate --json``; without it, the
+training columns only). Prints a Markdown table:
 per run the env steps, the completion rate of the last 10% of training episodes (sampled
 actions), and the greedy evaluation (completion and return with 95% intervals, episode ends).
 ``--group`` averages runs whose folder names differ only in a trailing ``-s<seed>``.
@@ -40,21 +41,27 @@ def run_summary(folder: Path) -> Dict[str, Any]:
     records = _records(folder)
     episodes = [r for r in records if r.get("kind") == "episode"]
     tail = episodes[-max(1, len(episodes) // 10) :]
-    evaluation = json.loads((folder / "evaluation.json").read_text())
-    mine = next(v for k, v in evaluation.items() if k.startswith("checkpoint"))
-    game = get_game(records[0]["game"])
-    r_min, r_max = game.return_range or (0.0, 1.0)
-    return {
+    summary = {
         "run": folder.name,
-        "normalised": (mine["return"] - r_min) / (r_max - r_min),
         "steps": max((r.get("step", 0) for r in records), default=0),
         "train_completion": float(np.mean([bool(e["level_complete"]) for e in tail])),
-        "completion": mine["completion"], "completion_ci95": mine["completion_ci95"],
-        "return": mine["return"], "episodes": mine["episodes"], "ends": mine["ends"],
-    }  # fmt: skip
+    }
+    if not (folder / "evaluation.json").exists():  # e.g. enn-trainer runs: training only
+        return summary
+    evaluation = json.loads((folder / "evaluation.json").read_text())
+    mine = next(v for k, v in evaluation.items() if k.startswith("checkpoint"))
+    r_min, r_max = get_game(records[0]["game"]).return_range or (0.0, 1.0)
+    summary.update(
+        normalised=(mine["return"] - r_min) / (r_max - r_min),
+        completion=mine["completion"], completion_ci95=mine["completion_ci95"],
+        episodes=mine["episodes"], ends=mine["ends"], **{"return": mine["return"]},
+    )  # fmt: skip
+    return summary
 
 
 def _row(s: Dict[str, Any]) -> str:
+    if "completion" not in s:
+        return f"| {s['run']} | {s['steps']:,} | {100 * s['train_completion']:.1f}% | | | |"
     ends = ", ".join(f"{k} {v}" for k, v in s["ends"].items())
     return (
         f"| {s['run']} | {s['steps']:,} | {100 * s['train_completion']:.1f}% | "
@@ -70,8 +77,12 @@ def _grouped(summaries: List[Dict[str, Any]]) -> List[str]:
         groups.setdefault(re.sub(r"-s\d+$", "", s["run"]), []).append(s)
     rows = []
     for name, runs in groups.items():
-        rates = [r["completion"] for r in runs]
         train = [r["train_completion"] for r in runs]
+        if any("completion" not in r for r in runs):
+            per_seed = ", ".join(f"{100 * x:.1f}" for x in train)
+            rows.append(f"| {name} | {len(runs)} | {100 * np.mean(train):.1f}% ({per_seed}) | | |")
+            continue
+        rates = [r["completion"] for r in runs]
         rows.append(
             f"| {name} | {len(runs)} | {100 * np.mean(train):.1f}% | "
             f"{100 * np.mean(rates):.1f}% ({', '.join(f'{100 * x:.1f}' for x in rates)}) | "
