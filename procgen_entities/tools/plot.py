@@ -41,6 +41,14 @@ class Run:
         return f"{meta.get('game')} ({meta.get('env', 'fast')}, {tiles}, seed {meta.get('seed')})"
 
 
+def _steps_per_second(update: Dict[str, Any], meta: Dict[str, Any]) -> float:
+    if "steps_per_second" in update:
+        return float(update["steps_per_second"])
+    # tools/sb3_ppo.py: steps since the (resumed) run started, over its seconds
+    done = update["step"] - meta.get("resumed_at", 0)
+    return float(done / max(update.get("seconds", 0.0), 1e-9))
+
+
 def load_run(path: Path) -> Run:
     meta: Dict[str, Any] = {}
     episodes: List[Dict[str, Any]] = []
@@ -55,7 +63,7 @@ def load_run(path: Path) -> Run:
             elif kind == "episode":
                 episodes.append(record)
             elif kind == "update":
-                sps = float(record["steps_per_second"])
+                sps = _steps_per_second(record, meta)
     if not meta:
         raise ValueError(f"{path}: not a metrics file of procgen_entities.train (no run record)")
     return Run(

@@ -75,13 +75,15 @@ class _Metrics:
                 done = min(1.0, self.num_timesteps / max(total, 1))
                 coef = start + (end - start) * done
                 self.model.ent_coef = coef  # type: ignore[attr-defined]  # PPO's, read per update
+                sps = (self.num_timesteps - outer.resumed_at) / max(seconds, 1e-9)
                 outer.write(kind="update", step=self.num_timesteps, seconds=round(seconds, 2),
-                            ent_coef=round(coef, 5))  # fmt: skip
+                            steps_per_second=round(sps, 1), ent_coef=round(coef, 5))  # fmt: skip
                 if every and self.num_timesteps // every > outer.saved:
                     outer.saved = self.num_timesteps // every
                     save(self.model, f"checkpoint-{self.num_timesteps}")
 
         self.saved = 0
+        self.resumed_at = int(meta.get("resumed_at", 0))
         self.callback = Callback()
 
     def write(self, **record: Any) -> None:
