@@ -88,3 +88,25 @@ def test_stable_baselines3_trains_resumes_and_evaluates(tmp_path: Path) -> None:
     assert f"| {100 * rate:.1f}% ± " in summary.stdout.splitlines()[-1]
     missing = _run("procgen_entities.evaluate", str(tmp_path), "--episodes", "4")
     assert missing.returncode != 0 and "not a checkpoint folder" in missing.stderr
+
+
+CHECKPOINTS = sorted(p for p in (Path(__file__).parents[1] / "checkpoints").glob("*") if p.is_dir())
+
+
+def test_the_three_trained_games_have_committed_checkpoints() -> None:
+    assert [p.name for p in CHECKPOINTS] == ["climber", "coinrun", "ninja"]
+
+
+@pytest.mark.parametrize("folder", CHECKPOINTS, ids=lambda p: p.name)
+def test_committed_checkpoints_still_play_their_game(folder: Path) -> None:
+    """A committed checkpoint rebuilds its env from env.json, whose observation must still have
+    the shape its policy was trained on (an observation change breaks this test), and plays."""
+    pytest.importorskip("stable_baselines3")
+    from procgen_entities.tools.checkpoint import Checkpoint, load_policy
+
+    checkpoint = Checkpoint.load(folder)
+    policy = load_policy(folder)
+    assert (folder / "policy.pth").exists() and not (folder / "model.zip").exists()
+    episodes = run_episodes(checkpoint.env, policy, 8, seed=3)
+    assert len(episodes.causes) == 8 and all(episodes.causes)
+    assert checkpoint.steps >= 3_000_000

@@ -38,7 +38,12 @@ class Run:
     def label(self) -> str:
         meta = self.meta
         tiles = meta.get("tilemap") or "no tilemap"
-        return f"{meta.get('game')} ({meta.get('env', 'fast')}, {tiles}, seed {meta.get('seed')})"
+        levels = (meta.get("env_config") or {}).get("num_levels")
+        train_on = f", {levels} levels" if levels else ""
+        return (
+            f"{meta.get('game')} ({meta.get('env', 'fast')}, {tiles}{train_on}, "
+            f"seed {meta.get('seed')})"
+        )
 
 
 def _steps_per_second(update: Dict[str, Any], meta: Dict[str, Any]) -> float:
