@@ -324,6 +324,25 @@ static inline int visible(const pe_entity_plan *plan, int32_t s, const uint8_t *
     return plan->windowed == NULL || !plan->windowed[s] || in_square(record, sq);
 }
 
+/* What count and fill both see of a state: its slots' conditions and its camera square. */
+typedef struct {
+    uint8_t enabled[PE_MAX_SLOTS];
+    camera_square sq;
+} state_view;
+
+static void view_state(const pe_entity_plan *plan, const uint8_t *buf, const pe_layout *l,
+                       const pe_game_spec *spec, state_view *view) {
+    enabled_slots(plan, buf, l, spec, view->enabled);
+    view->sq = square_of(buf, l);
+}
+
+/* The slot an entity record goes to in this state, or -1. */
+static inline int32_t gathered_slot(const pe_entity_plan *plan, const uint8_t *record,
+                                    const state_view *view) {
+    int32_t s = slot_of(plan, record);
+    return (s >= 0 && view->enabled[s] && visible(plan, s, record, &view->sq)) ? s : -1;
+}
+
 typedef struct {
     const pe_entity_plan *plan;
     const pe_state_set *set;
@@ -341,15 +360,14 @@ static void count_one(void *raw, int64_t i) {
     const pe_layout *l = &job->set->layouts[i];
     const uint8_t *buf = job->set->buffers[i];
     int64_t n = job->set->n;
-    uint8_t enabled[PE_MAX_SLOTS];
+    state_view view;
     for (int32_t s = 0; s < plan->n_slots; s++) job->counts[s * n + i] = 0;
     if (job->set->status[i] != PE_OK) return;  /* a failed collect has no entities */
-    enabled_slots(plan, buf, l, job->spec, enabled);
-    camera_square sq = square_of(buf, l);
+    view_state(plan, buf, l, job->spec, &view);
     const uint8_t *record = buf + l->entities_at;
     for (int32_t e = 0; e < l->n_entities; e++, record += PE_ENTITY_BYTES) {
-        int32_t s = slot_of(plan, record);
-        if (s >= 0 && enabled[s] && visible(plan, s, record, &sq)) job->counts[s * n + i]++;
+        int32_t s = gathered_slot(plan, record, &view);
+        if (s >= 0) job->counts[s * n + i]++;
     }
 }
 
@@ -373,16 +391,15 @@ static void fill_entities_one(void *raw, int64_t i) {
     const uint8_t *buf = job->set->buffers[i];
     int64_t n = job->set->n;
     int64_t next_row[PE_MAX_SLOTS];
-    uint8_t enabled[PE_MAX_SLOTS];
+    state_view view;
     if (job->set->status[i] != PE_OK) return;
-    enabled_slots(plan, buf, l, job->spec, enabled);
+    view_state(plan, buf, l, job->spec, &view);
     for (int32_t s = 0; s < plan->n_slots; s++) next_row[s] = job->row_starts[s * n + i];
-    camera_square sq = square_of(buf, l);
     const uint8_t *player = buf + l->entities_at;
     const uint8_t *record = player;
     for (int32_t e = 0; e < l->n_entities; e++, record += PE_ENTITY_BYTES) {
-        int32_t s = slot_of(plan, record);
-        if (s < 0 || !enabled[s] || !visible(plan, s, record, &sq)) continue;
+        int32_t s = gathered_slot(plan, record, &view);
+        if (s < 0) continue;
         /* Never write past the rows counted for this state (counts from another collect). */
         if (next_row[s] >= job->row_starts[s * n + i] + job->row_counts[s * n + i]) continue;
         int32_t f0 = plan->feature_start[s], nf = plan->feature_start[s + 1] - f0;
