@@ -16,11 +16,26 @@ static int by_distance(const void *a, const void *b) {
     return (x->row > y->row) - (x->row < y->row);  /* stable: the earlier row first */
 }
 
+/* Squared distance: the same order as the distance, without a square root per row. */
 static float row_distance(const float *row, int32_t cx, int32_t cy, const float *player) {
     float dx = row[cx] - (player ? player[0] : 0.0f);
     float dy = row[cy] - (player ? player[1] : 0.0f);
-    float d = sqrtf(dx * dx + dy * dy);
+    float d = dx * dx + dy * dy;
     return isnan(d) ? INFINITY : d;
+}
+
+/* A few dozen rows per env and type: insertion sort beats qsort's calls through a pointer. */
+static void sort_ranked(ranked *order, int64_t count) {
+    if (count > 64) {
+        qsort(order, (size_t)count, sizeof(ranked), by_distance);
+        return;
+    }
+    for (int64_t k = 1; k < count; k++) {
+        ranked item = order[k];
+        int64_t j = k;
+        for (; j > 0 && by_distance(&order[j - 1], &item) > 0; j--) order[j] = order[j - 1];
+        order[j] = item;
+    }
 }
 
 int pe_pad_rows(const float *rows, const int64_t *counts, int64_t n, int32_t width, int32_t cap,
@@ -53,7 +68,7 @@ int pe_pad_rows(const float *rows, const int64_t *counts, int64_t n, int32_t wid
                 order[k].distance = row_distance(rows + (first + k) * width, cx, cy, p);
                 order[k].row = k;
             }
-            qsort(order, (size_t)count, sizeof(ranked), by_distance);
+            sort_ranked(order, count);
             for (int64_t k = 0; k < kept; k++)
                 memcpy(dst + k * width, rows + (first + order[k].row) * width, slot_bytes);
         }

@@ -14,8 +14,8 @@ extern "C" {
 #endif
 
 /* rows: [sum(counts), width] float32, env after env; counts[n] rows per env.
- * Distance of a row: hypot(row[cx] - px, row[cy] - py) with (px, py) = player[2 * env ...] when
- * player is not NULL, else hypot(row[cx], row[cy]) (relative columns); cx < 0: no distance
+ * Distance of a row (compared squared, the same order): hypot(row[cx] - px, row[cy] - py) with
+ * (px, py) = player[2 * env ...] when player is not NULL, else hypot(row[cx], row[cy]) (relative columns); cx < 0: no distance
  * (the first cap rows are kept).
  * out: [n, cap, width] and mask [n, cap] are written entirely (zeros past each env's rows);
  * dropped[n]: rows beyond cap per env. Returns 0, or -1 on bad arguments or no memory. */
