@@ -22,6 +22,11 @@ typedef struct {
     char kind;    /* 'i', 'f' or 'b' */
 } scalar_field;
 
+/* The camera fields, named: the table lists them and pe_camera reads them without a lookup. */
+#define CENTER_X_FIELD {"center_x", ANCHOR_BASE, 56, 'f'}
+#define CENTER_Y_FIELD {"center_y", ANCHOR_BASE, 60, 'f'}
+#define VIEW_DIM_FIELD {"view_dim", ANCHOR_CAMERA, 16, 'f'}
+
 static const scalar_field SCALARS[] = {
     {"reward", ANCHOR_STEP, 0, 'f'},
     {"done", ANCHOR_STEP, 4, 'b'},
@@ -69,8 +74,8 @@ static const scalar_field SCALARS[] = {
     {"action_vx", ANCHOR_BASE, 44, 'f'},
     {"action_vy", ANCHOR_BASE, 48, 'f'},
     {"action_vrot", ANCHOR_BASE, 52, 'f'},
-    {"center_x", ANCHOR_BASE, 56, 'f'},
-    {"center_y", ANCHOR_BASE, 60, 'f'},
+    CENTER_X_FIELD,
+    CENTER_Y_FIELD,
     {"random_agent_start", ANCHOR_BASE, 64, 'b'},
     {"has_useful_vel_info", ANCHOR_BASE, 68, 'b'},
     {"step_rand_int", ANCHOR_BASE, 72, 'i'},
@@ -78,7 +83,7 @@ static const scalar_field SCALARS[] = {
     {"main_height", ANCHOR_CAMERA, 4, 'i'},
     {"out_of_bounds_object", ANCHOR_CAMERA, 8, 'i'},
     {"unit", ANCHOR_CAMERA, 12, 'f'},
-    {"view_dim", ANCHOR_CAMERA, 16, 'f'},
+    VIEW_DIM_FIELD,
     {"x_off", ANCHOR_CAMERA, 20, 'f'},
     {"y_off", ANCHOR_CAMERA, 24, 'f'},
     {"visibility", ANCHOR_CAMERA, 28, 'f'},
@@ -424,24 +429,16 @@ static inline float read_entity_field(const uint8_t *record, int32_t field) {
     return ENTITY_FIELD_IS_INT[field] ? (float)pe_load_i32(p) : pe_load_f32(p);
 }
 
-static int scalar_index(const char *name) {
-    for (int i = 0; i < N_SCALARS; i++)
-        if (strcmp(SCALARS[i].name, name) == 0) return i;
-    return -1;
+static float camera_field(const uint8_t *buf, const pe_layout *layout, scalar_field field) {
+    return pe_load_f32(buf + anchor_offset(layout, field.from) + field.at);
 }
 
 void pe_camera(const uint8_t *buf, const pe_layout *layout, float *center_x, float *center_y,
                float *view_dim) {
-    /* looked up once; every thread computes the same values, so a race only repeats the work */
-    static int cx = -1, cy = -1, dim = -1;
-    if (dim < 0) {
-        cx = scalar_index("center_x");
-        cy = scalar_index("center_y");
-        dim = scalar_index("view_dim");
-    }
-    *center_x = pe_load_f32(buf + anchor_offset(layout, SCALARS[cx].from) + SCALARS[cx].at);
-    *center_y = pe_load_f32(buf + anchor_offset(layout, SCALARS[cy].from) + SCALARS[cy].at);
-    *view_dim = pe_load_f32(buf + anchor_offset(layout, SCALARS[dim].from) + SCALARS[dim].at);
+    static const scalar_field cx = CENTER_X_FIELD, cy = CENTER_Y_FIELD, dim = VIEW_DIM_FIELD;
+    *center_x = camera_field(buf, layout, cx);
+    *center_y = camera_field(buf, layout, cy);
+    *view_dim = camera_field(buf, layout, dim);
 }
 
 int64_t pe_vector_value_count(const pe_layout *layout, const pe_game_spec *spec) {

@@ -7,6 +7,13 @@
 
 #include "le_read.h"
 
+/* The float fields of procgen's entity record read here (indices in games.ENTITY_FIELDS). */
+enum { FIELD_X = 0, FIELD_Y = 1, FIELD_VY = 3, FIELD_RX = 4, FIELD_RY = 5 };
+
+static inline float entity_f32(const uint8_t *record, int field) {
+    return pe_load_f32(record + 4 * field);
+}
+
 pe_state_set *pe_state_set_create(int64_t n, int64_t capacity) {
     if (n < 0 || capacity < 16 || capacity > INT32_MAX) return NULL;
     pe_state_set *set = (pe_state_set *)calloc(1, sizeof(pe_state_set));
@@ -200,8 +207,9 @@ static void footing_one(void *raw, int64_t i) {
         return;
     }
     const uint8_t *player = buf + l->entities_at;
-    float x = pe_load_f32(player), y = pe_load_f32(player + 4), vy = pe_load_f32(player + 12);
-    float rx = pe_load_f32(player + 16), ry = pe_load_f32(player + 20);
+    float x = entity_f32(player, FIELD_X), y = entity_f32(player, FIELD_Y);
+    float vy = entity_f32(player, FIELD_VY);
+    float rx = entity_f32(player, FIELD_RX), ry = entity_f32(player, FIELD_RY);
     /* the same arithmetic as procgen: double offsets, then float arguments */
     float below = (float)((double)y - ((double)ry + .01));
     out[0] = cell_at(buf, l, (float)((double)x - ((double)rx - .01)), below);
@@ -314,8 +322,8 @@ static camera_square square_of(const uint8_t *buf, const pe_layout *l) {
 
 /* An entity is shown when its box overlaps the square (NaN fields: never). */
 static inline int in_square(const uint8_t *record, const camera_square *sq) {
-    float x = pe_load_f32(record), y = pe_load_f32(record + 4);
-    float rx = pe_load_f32(record + 16), ry = pe_load_f32(record + 20);
+    float x = entity_f32(record, FIELD_X), y = entity_f32(record, FIELD_Y);
+    float rx = entity_f32(record, FIELD_RX), ry = entity_f32(record, FIELD_RY);
     return fabsf(x - sq->cx) < sq->half + fabsf(rx) && fabsf(y - sq->cy) < sq->half + fabsf(ry);
 }
 
@@ -378,8 +386,8 @@ void pe_plan_count(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set
 }
 
 static inline float feature_value(const uint8_t *record, const uint8_t *player, int32_t code) {
-    if (code == PE_FEATURE_REL_X) return pe_load_f32(record) - pe_load_f32(player);
-    if (code == PE_FEATURE_REL_Y) return pe_load_f32(record + 4) - pe_load_f32(player + 4);
+    if (code == PE_FEATURE_REL_X) return entity_f32(record, FIELD_X) - entity_f32(player, FIELD_X);
+    if (code == PE_FEATURE_REL_Y) return entity_f32(record, FIELD_Y) - entity_f32(player, FIELD_Y);
     const uint8_t *p = record + 4 * code;
     return pe_entity_field_is_int(code) ? (float)pe_load_i32(p) : pe_load_f32(p);
 }
