@@ -120,7 +120,6 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         caps = resolve_caps(self.game, self._space, max_entities, tiles)
         self._layout = PaddedObservation(self._space, caps, num_envs)
         self._plan = EntityPlan(self.game, self._space, self._space, window=entity_window)
-        self._plan_arrays = self._plan.arrays
         self._tiles = CameraConverter(self.game.name, tilemap, num_envs) if tilemap else None
         self._grid: Optional[npt.NDArray[np.int32]] = None
         self.flatten = flatten
@@ -231,7 +230,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         values = values if values is not None else self._stepper.step_values()
         out = layout.empty()
         if not collector.has_plan:
-            collector.set_plan(*self._plan_arrays)
+            collector.set_plan(*self._plan.arrays)
         rows, counts = plan.gather(collector, self.num_envs, values)
         dropped = np.zeros(self.num_envs, dtype=np.int64)
         for s, name in enumerate(plan.entity_types):

@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import numpy as np
 
-from procgen_entities.features import ACTION_LABELS
+from procgen_entities.features import ACTION_LABELS, feature_space
 from procgen_entities.games import Game, get_game
 from procgen_entities.tools.checkpoint import Checkpoint, EnvConfig, load_policy, make_env
 
@@ -172,9 +172,8 @@ def baselines(config: EnvConfig, episodes: int, seed: int) -> Dict[str, Episodes
     best = max(constants, key=lambda a: (constants[a].complete.mean(), constants[a].returns.mean()))
     results[f"constant {ACTION_LABELS[best]} (best of 15)"] = constants[best]
     if config.game in SCRIPTED:
-        probe = make_env(config, 1, seed, flatten=False)
-        names = probe.metadata["feature_names"]
-        probe.close()
+        space = feature_space(config.game, relative_positions=True)  # the env's entity features
+        names = {name: tuple(e.features) for name, e in space.entities.items()}
         results["scripted"] = run_episodes(
             config, SCRIPTED[config.game](names), episodes, seed, flatten=False
         )

@@ -33,6 +33,7 @@ class Run:
     returns: np.ndarray
     complete: np.ndarray  # level_complete per episode (bool)
     steps_per_second: float  # over the whole run
+    last_step: int = 0  # the last env step any record reports (updates come after episodes)
 
     @property
     def label(self) -> str:
@@ -58,10 +59,12 @@ def load_run(path: Path) -> Run:
     meta: Dict[str, Any] = {}
     episodes: List[Dict[str, Any]] = []
     sps = float("nan")
+    last_step = 0
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as f:
         for line in f:
             record = json.loads(line)
+            last_step = max(last_step, int(record.get("step", 0)))
             kind = record.get("kind")
             if kind == "run":
                 meta = record
@@ -84,6 +87,7 @@ def load_run(path: Path) -> Run:
             dtype=np.float64,
         ),
         steps_per_second=sps,
+        last_step=last_step,
     )
 
 

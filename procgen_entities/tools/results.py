@@ -13,7 +13,6 @@ actions), and the greedy evaluation (completion and return with 95% intervals, e
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import re
 import sys
@@ -23,34 +22,32 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from procgen_entities.games import get_game
+from procgen_entities.tools.plot import load_run
 
 __all__ = ["main", "run_summary"]
 
 
-def _records(folder: Path) -> List[Dict[str, Any]]:
-    for name, opener in (("metrics.jsonl", open), ("metrics.jsonl.gz", gzip.open)):
-        path = folder / name
-        if path.exists():
-            with opener(path, "rt") as f:  # type: ignore[operator]
-                return [json.loads(line) for line in f if line.strip()]
+def _metrics_path(folder: Path) -> Path:
+    for name in ("metrics.jsonl", "metrics.jsonl.gz"):
+        if (folder / name).exists():
+            return folder / name
     raise FileNotFoundError(f"{folder}: no metrics.jsonl(.gz)")
 
 
 def run_summary(folder: Path) -> Dict[str, Any]:
     """Steps, training completion (last 10% of episodes) and the checkpoint's evaluation."""
-    records = _records(folder)
-    episodes = [r for r in records if r.get("kind") == "episode"]
-    tail = episodes[-max(1, len(episodes) // 10) :]
+    run = load_run(_metrics_path(folder))
+    tail = run.complete[-max(1, len(run.complete) // 10) :]
     summary = {
         "run": folder.name,
-        "steps": max((r.get("step", 0) for r in records), default=0),
-        "train_completion": float(np.mean([bool(e["level_complete"]) for e in tail])),
+        "steps": run.last_step,
+        "train_completion": float(np.mean(tail == 1.0)),
     }
     if not (folder / "evaluation.json").exists():  # e.g. enn-trainer runs: training only
         return summary
     evaluation = json.loads((folder / "evaluation.json").read_text())
     mine = next(v for k, v in evaluation.items() if k.startswith("checkpoint"))
-    r_min, r_max = get_game(records[0]["game"]).return_range or (0.0, 1.0)
+    r_min, r_max = get_game(run.meta["game"]).return_range or (0.0, 1.0)
     summary.update(
         normalised=(mine["return"] - r_min) / (r_max - r_min),
         completion=mine["completion"], completion_ci95=mine["completion_ci95"],
