@@ -88,6 +88,7 @@ def test_stable_baselines3_trains_resumes_and_evaluates(tmp_path: Path) -> None:
     assert f"| {100 * rate:.1f}% ± " in summary.stdout.splitlines()[-1]
     missing = _run("procgen_entities.evaluate", str(tmp_path), "--episodes", "4")
     assert missing.returncode != 0 and "not a checkpoint folder" in missing.stderr
+    assert "Traceback" not in missing.stderr
 
 
 CHECKPOINTS = sorted(p for p in (Path(__file__).parents[1] / "checkpoints").glob("*") if p.is_dir())

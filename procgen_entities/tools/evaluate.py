@@ -210,7 +210,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = _parse_args(argv)
     if args.episodes < 1:
         raise SystemExit("--episodes must be >= 1")
-    checkpoint = Checkpoint.load(args.checkpoint)
+    try:
+        checkpoint = Checkpoint.load(args.checkpoint)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"error: {exc}") from None
     config = checkpoint.env
     if args.mode:
         config.distribution_mode = args.mode

@@ -95,7 +95,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--group", action="store_true", help="average over -s<seed> runs")
     args = parser.parse_args(argv)
-    summaries = [run_summary(folder) for folder in args.runs]
+    try:
+        summaries = [run_summary(folder) for folder in args.runs]
+    except FileNotFoundError as exc:
+        raise SystemExit(f"error: {exc}") from None
     if args.group:
         print("| configuration | seeds | training completion (last 10%) "
               "| greedy completion (per seed) | greedy return |")  # fmt: skip

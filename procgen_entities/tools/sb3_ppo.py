@@ -156,7 +156,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = args.out or Path("runs") / f"sb3-{args.game}-{args.seed}"
     out.mkdir(parents=True, exist_ok=True)
     if args.resume:
-        checkpoint = Checkpoint.load(args.resume)
+        try:
+            checkpoint = Checkpoint.load(args.resume)
+        except FileNotFoundError as exc:
+            raise SystemExit(f"error: {exc}") from None
         config, done = checkpoint.env, checkpoint.steps
     else:
         config, done = _env_config(args), 0
