@@ -111,3 +111,26 @@ def test_committed_checkpoints_still_play_their_game(folder: Path) -> None:
     episodes = run_episodes(checkpoint.env, policy, 8, seed=3)
     assert len(episodes.causes) == 8 and all(episodes.causes)
     assert checkpoint.steps >= 3_000_000
+
+
+@pytest.mark.parametrize("game", ["coinrun", "ninja", "climber"])
+def test_training_caps_drop_nothing_in_the_camera_square(game: str) -> None:
+    """The caps training uses hold every entity and tile run the camera shows: a padded MLP
+    input that drops the farthest platforms (climber's first caps did, in every view) cannot
+    learn to climb to them."""
+    from procgen_entities.games import get_game
+    from procgen_entities.tools.checkpoint import make_env
+
+    info = get_game(game)
+    config = EnvConfig(game=game, tilemap=info.training_tilemap,
+                       max_entities=dict(info.training_caps))  # fmt: skip
+    env = make_env(config, 32, seed=5)
+    env.reset(seed=5)
+    rng = np.random.default_rng(5)
+    climbing = [ACTION_LABELS.index(a) for a in ("up", "right_up", "left_up", "right", "left")]
+    dropped = 0
+    for _ in range(300):
+        _, _, _, _, info_ = env.step(rng.choice(climbing, 32))
+        dropped += int(info_["dropped_entities"].sum())
+    env.close()
+    assert dropped == 0

@@ -24,17 +24,14 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from procgen_entities.games import get_game
+from procgen_entities.games import GAMES, get_game
 from procgen_entities.tools.checkpoint import Checkpoint, EnvConfig, make_env
 
 __all__ = ["TRAINING_CAPS", "main"]
 
-#: Entities an MLP sees per type (nearest first): the camera square rarely holds more, and a
-#: small flat input learns faster than the measured worst-case caps.
+#: Entities an MLP sees per type (nearest first), declared with each game (Game.training_caps).
 TRAINING_CAPS: Dict[str, Dict[str, int]] = {
-    "coinrun": {"Saw": 6, "Enemy": 6, "Crate": 6, "Wall": 16, "Lava": 8, "Goal": 2, "Barrier": 6},
-    "ninja": {"ThrowingStar": 2, "Explosion": 4, "Goal": 1, "Wall": 24, "Fire": 8, "Bomb": 8},
-    "climber": {"Coin": 6, "Enemy": 6, "Wall": 24},
+    g.name: dict(g.training_caps) for g in GAMES.values() if g.training_caps
 }
 
 #: PPO settings: the procgen paper's lambda, lr, clip, epochs and 64 envs x 256 steps per update,
@@ -133,7 +130,7 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
     return EnvConfig(
         game=args.game, distribution_mode=args.mode, num_levels=args.num_levels,
         tilemap=info.training_tilemap, entity_window=not args.no_window,
-        global_features=globals_, max_entities=TRAINING_CAPS.get(args.game),
+        global_features=globals_, max_entities=dict(info.training_caps) or None,
     )  # fmt: skip
 
 
