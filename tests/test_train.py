@@ -89,3 +89,63 @@ def test_tensorboard_logs_go_into_the_run_folder(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert list(out.glob("runs/*/events.out.tfevents.*")), sorted(map(str, tmp_path.rglob("*")))
     assert not (tmp_path / '"').exists()  # a quoted data_dir once made a folder named '"'
+
+
+@pytest.mark.live
+@pytest.mark.parametrize(("game", "actor"), [("coinrun", "global"), ("climber", "player")])
+def test_checkpoint_acts_the_same_on_the_padded_observation(
+    game: str, actor: str, tmp_path: Path
+) -> None:
+    """A training run saves its RogueNet with its env; the evaluation feeds it the padded form
+    (tools/enn_policy.py): its logits equal those on ProcgenVecEnv's own observation of the
+    same levels, step after step, and the evaluate command runs it."""
+    import numpy as np
+    import torch
+    from entity_gym.simple_trace import Tracer
+    from ragged_buffer import RaggedBufferI64
+
+    from procgen_entities.entity_gym.observation import ACTION_NAME
+    from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
+    from procgen_entities.tools.checkpoint import Checkpoint, make_env
+    from procgen_entities.tools.enn_policy import ENN_FOLDER, vec_obs_from_padded
+
+    out = tmp_path / "run"
+    train = [sys.executable, "-m", "procgen_entities.train", game, "--smoke", "--out", str(out),
+             "--actor", actor]  # fmt: skip
+    proc = subprocess.run(train, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    folder = out / "checkpoint"
+    checkpoint = Checkpoint.load(folder)
+    assert checkpoint.trainer["actor"] == actor and checkpoint.steps == SMOKE_STEPS
+    from enn_trainer import load_checkpoint
+
+    net = load_checkpoint(str(folder / ENN_FOLDER)).state.agent
+    n, tracer = 8, Tracer(cuda=False)
+    config = checkpoint.env
+    ragged = ProcgenVecEnv(game, n, seed=9, relative_positions=True, tilemap=config.tilemap,
+                           actor=actor, distribution_mode=config.distribution_mode)  # fmt: skip
+    padded = make_env(config, n, 9, flatten=False)
+    names = padded.metadata["feature_names"]
+    theirs = ragged.reset(ragged.obs_space())
+    mine, _ = padded.reset(seed=9)
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        logits = []
+        for obs in (theirs, vec_obs_from_padded(mine, names, net.obs_space, actor)):
+            with torch.no_grad():
+                *_, out_logits = net.get_action_and_auxiliary(
+                    obs.features, obs.visible, obs.action_masks, tracer=tracer
+                )
+            logits.append(out_logits[ACTION_NAME].numpy())
+        np.testing.assert_allclose(logits[0], logits[1], rtol=1e-4, atol=1e-5)
+        actions = rng.integers(0, 15, n)
+        chosen = RaggedBufferI64.from_flattened(actions.reshape(-1, 1), np.ones(n, np.int64))
+        theirs = ragged.act({ACTION_NAME: chosen}, ragged.obs_space())
+        mine, *_ = padded.step(actions)
+    ragged.close()
+    padded.close()
+    evaluate = [sys.executable, "-m", "procgen_entities.evaluate", str(folder), "--episodes", "4",
+                "--baselines", "none"]  # fmt: skip
+    proc = subprocess.run(evaluate, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1].endswith("over 4 episodes")

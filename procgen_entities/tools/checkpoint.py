@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
-__all__ = ["Checkpoint", "EnvConfig", "load_policy", "make_env"]
+__all__ = ["Checkpoint", "EnvConfig", "load_policy", "make_env", "wants_dict_observation"]
 
 
 @dataclass
@@ -79,10 +79,26 @@ class Checkpoint:
         )
 
 
-def load_policy(folder: Path, *, deterministic: bool = True) -> Callable[[np.ndarray], np.ndarray]:
-    """The checkpoint's policy as a function of a batch of flat observations (normalised with
-    the checkpoint's statistics when it was trained so)."""
+def wants_dict_observation(folder: Path) -> bool:
+    """An enn-trainer checkpoint (RogueNet) reads the padded dict form, an SB3 one the flat form."""
+    from procgen_entities.tools.enn_policy import ENN_FOLDER
+
+    return (folder / ENN_FOLDER).is_dir()
+
+
+def load_policy(folder: Path, *, deterministic: bool = True) -> Callable[[Any], np.ndarray]:
+    """The checkpoint's policy as a function of a batch of observations: flat ones (normalised
+    with the checkpoint's statistics when it was trained so) for SB3, padded dicts for
+    enn-trainer (``wants_dict_observation``)."""
     checkpoint = Checkpoint.load(folder)
+    if wants_dict_observation(folder):
+        from procgen_entities.tools.enn_policy import load_enn_policy
+
+        probe = make_env(checkpoint.env, 1, 0, flatten=False)
+        names = probe.metadata["feature_names"]
+        probe.close()
+        actor = checkpoint.trainer.get("actor", "global")
+        return load_enn_policy(folder, names, actor, deterministic=deterministic)
     model: Any
     if (folder / "model.zip").exists():
         from stable_baselines3 import PPO

@@ -12,7 +12,8 @@ coinrun a scripted hazard-aware rule (``SCRIPTED``). Prints per policy the compl
 mean return with 95% confidence intervals and the episodes' ends by cause (complete, each of
 the game's hazards as the terminal state shows it, timeout, other); the last line is the
 checkpoint's ``completion <percent>% return <mean> over <N> episodes``. ``--json FILE`` writes
-the table.
+the table. A checkpoint is an SB3 one (tools/sb3_ppo.py) or an enn-trainer one
+(``python -m procgen_entities.train`` writes ``DIR/checkpoint``; tools/enn_policy.py).
 """
 
 from __future__ import annotations
@@ -29,7 +30,13 @@ import numpy as np
 
 from procgen_entities.features import ACTION_LABELS, feature_space
 from procgen_entities.games import Game, get_game
-from procgen_entities.tools.checkpoint import Checkpoint, EnvConfig, load_policy, make_env
+from procgen_entities.tools.checkpoint import (
+    Checkpoint,
+    EnvConfig,
+    load_policy,
+    make_env,
+    wants_dict_observation,
+)
 
 __all__ = ["Episodes", "SCRIPTED", "death_cause", "main", "run_episodes"]
 
@@ -221,7 +228,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         config.num_levels, config.start_level = 0, 0  # test levels: the full distribution
     policy = load_policy(args.checkpoint, deterministic=not args.sampled)
     label = f"checkpoint ({'sampled' if args.sampled else 'greedy'}, {checkpoint.steps:,} steps)"
-    results = {label: run_episodes(config, policy, args.episodes, args.seed)}
+    flat = not wants_dict_observation(args.checkpoint)
+    results = {label: run_episodes(config, policy, args.episodes, args.seed, flatten=flat)}
     if args.baselines == "all":
         results.update(baselines(config, args.episodes, args.seed))
     summaries = {name: r.summary() for name, r in results.items()}

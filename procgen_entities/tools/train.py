@@ -306,8 +306,29 @@ def main(argv: Optional[List[str]] = None) -> int:
     finally:
         bar.close()
         metrics.close()
+    if args.env == "fast":
+        steps_done = loggers[0].steps if loggers else 0
+        save_checkpoint(sm, out_dir / "checkpoint", args, defaults, steps_done, overrides)
+        print(f"checkpoint: {out_dir / 'checkpoint'}")
     print(f"metrics: {out_dir / 'metrics.jsonl'}")
     return 0
+
+
+def save_checkpoint(
+    sm: Any, folder: Path, args: argparse.Namespace, defaults: GameDefaults, steps: int,
+    overrides: List[str],
+) -> None:  # fmt: skip
+    """The trained RogueNet (hyperstate's checkpoint, in ``folder/enn``) with the env it was
+    trained on, for ``python -m procgen_entities.evaluate`` (tools/checkpoint.py)."""
+    from procgen_entities.tools.checkpoint import Checkpoint, EnvConfig
+    from procgen_entities.tools.enn_policy import ENN_FOLDER
+
+    options = {"distribution_mode": "easy", **defaults.env_options}
+    env = EnvConfig(game=args.game, tilemap=defaults.tilemap, **options)
+    trainer = {"trainer": "enn-trainer PPO RogueNet", "seed": args.seed, "actor": args.actor,
+               "overrides": overrides}  # fmt: skip
+    Checkpoint(env=env, steps=steps, trainer=trainer).save(folder)
+    sm.checkpoint(str(folder / ENN_FOLDER))
 
 
 if __name__ == "__main__":
