@@ -5,13 +5,14 @@
 Every configuration is the SB3 PPO recipe of procgen_entities/tools/sb3_ppo.py with one change
 (``ABLATIONS``), trained for ``--steps`` on coinrun (easy, full distribution) with seeds 0 and 1,
 then evaluated greedily on 1,000 levels (``--eval-episodes``). The actor ablation uses
-enn-trainer (RogueNet: the only trainer here where an entity takes the action) and is judged
-on its training episodes. ``python -m procgen_entities.tools.results --group`` makes the table.
+enn-trainer (RogueNet: the only trainer here where an entity takes the action); its checkpoint
+is evaluated the same way. ``python -m procgen_entities.tools.results --group`` makes the table.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import sys
 import time
@@ -33,9 +34,13 @@ SEEDS = (0, 1)
 def command(name: str, seed: int, steps: int, out: Path, episodes: int) -> List[str]:
     extra = ABLATIONS[name]
     folder = out / f"{name}-s{seed}"
-    if extra and extra[0] == "enn:":
-        return [sys.executable, "-m", "procgen_entities.train", "coinrun", "--steps", str(steps),
-                "--seed", str(seed), "--out", str(folder), *extra[1:]]  # fmt: skip
+    if extra and extra[0] == "enn:":  # train, then evaluate the checkpoint it saves
+        train = [sys.executable, "-m", "procgen_entities.train", "coinrun", "--steps", str(steps),
+                 "--seed", str(seed), "--out", str(folder), *extra[1:]]  # fmt: skip
+        evaluate = [sys.executable, "-m", "procgen_entities.evaluate", str(folder / "checkpoint"),
+                    "--episodes", str(episodes), "--baselines", "none",
+                    "--json", str(folder / "evaluation.json")]  # fmt: skip
+        return ["bash", "-c", f"{shlex.join(train)} && {shlex.join(evaluate)}"]
     return [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", "coinrun",
             "--steps", str(steps), "--seed", str(seed), "--out", str(folder),
             "--eval-episodes", str(episodes), "--eval-baselines", "none", *extra]  # fmt: skip
@@ -58,7 +63,7 @@ def main() -> int:
             name, seed = queue.pop(0)
             log = (args.out / f"{name}-s{seed}.log").open("w")
             cmd = command(name, seed, args.steps, args.out, args.eval_episodes)
-            print("started:", " ".join(cmd[1:]), flush=True)
+            print("started:", cmd[-1] if cmd[0] == "bash" else shlex.join(cmd[1:]), flush=True)
             running.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
         time.sleep(5)
     return 0
