@@ -296,10 +296,11 @@ _GAME_LIST = [
         name="climber",
         column_terrain=("Wall", None),
         return_range=(2.0, 12.6),
-        training_tilemap="runs",
-        # side walls make a run on every row: 33 runs in a median view, 37 at most (was 24:
-        # every view lost the farthest ~9, often the platforms above)
-        training_caps={"Coin": 6, "Enemy": 6, "Wall": 40},
+        # columns: the side walls and floor are 16 Columns in a fixed layout and the runs are
+        # just the platforms (at most 5 in view); with "runs" the side walls made a run on
+        # every row, ~33 runs of which the platforms were a few (docs/training.md)
+        training_tilemap="columns",
+        training_caps={"Coin": 6, "Enemy": 6, "Column": 16, "Wall": 8},
         trailer=(("has_support", "b"), ("facing_right", "b"))
         + _ints("coin_quota", "coins_collected", "wall_theme")
         + _PLATFORM_PHYSICS,
