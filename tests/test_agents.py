@@ -154,3 +154,15 @@ def test_training_caps_drop_nothing_in_the_camera_square(game: str) -> None:
         dropped += int(info_["dropped_entities"].sum())
     env.close()
     assert dropped == 0
+
+
+def test_tilemap_and_cap_switches_keep_the_caps_of_types_the_tilemap_has() -> None:
+    from procgen_entities.games import get_game
+    from procgen_entities.tools.sb3_ppo import _caps
+
+    climber = get_game("climber")
+    assert _caps(climber, "columns", []) == dict(climber.training_caps)
+    assert _caps(climber, "runs", ["Wall=40"]) == {"Coin": 6, "Enemy": 6, "Wall": 40}
+    for bad in (["Column=3"], ["Wall=x"], ["Saw=2"]):
+        with pytest.raises(SystemExit):
+            _caps(climber, "runs", bad)

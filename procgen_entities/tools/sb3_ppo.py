@@ -4,7 +4,7 @@ checkpoints, resume, evaluate.
     python -m procgen_entities.tools.sb3_ppo GAME [--steps N] [--out DIR] [--seed S]
         [--mode easy|hard] [--num-levels 200] [--resume DIR] [--checkpoint-every N]
         [--ent-coef A[:B]] [--no-window] [--stale-support] [--no-normalize] [--eval-episodes N]
-        [--smoke]
+        [--tilemap MODE] [--cap TYPE=N ...] [--smoke]
 
 Trains SB3's PPO (MlpPolicy) on ``EntityVectorEnv(GAME, flatten=True, autoreset_mode=SameStep)``
 with the game's training tilemap and ``TRAINING_CAPS``, writes ``DIR/metrics.jsonl`` (the format
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from procgen_entities.games import GAMES, get_game
+from procgen_entities.games import GAMES, Game, get_game
 from procgen_entities.tools.checkpoint import Checkpoint, EnvConfig, make_env
 
 __all__ = ["TRAINING_CAPS", "main"]
@@ -109,6 +109,10 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--stale-support", action="store_true",
                         help="procgen's has_support instead of on_ground")  # fmt: skip
     parser.add_argument("--no-normalize", action="store_true", help="raw observations")
+    parser.add_argument("--tilemap", default=None, choices=("tiles", "runs", "columns", "chunks"),
+                        help="another tilemap than the game's training one")  # fmt: skip
+    parser.add_argument("--cap", action="append", default=[], metavar="TYPE=N",
+                        help="padded slots of a type (default: Game.training_caps)")  # fmt: skip
     parser.add_argument("--net", default="256,256", help="hidden layer sizes")
     parser.add_argument("--ppo", action="append", default=[], metavar="KEY=VALUE",
                         help="override a PPO setting (n_epochs=10, gamma=0.99, ...)")  # fmt: skip
@@ -127,11 +131,29 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
         from procgen_entities.features import global_feature_names
 
         globals_ = ["has_support" if g == "on_ground" else g for g in global_feature_names(info)]
+    tilemap = args.tilemap or info.training_tilemap
     return EnvConfig(
         game=args.game, distribution_mode=args.mode, num_levels=args.num_levels,
-        tilemap=info.training_tilemap, entity_window=not args.no_window,
-        global_features=globals_, max_entities=dict(info.training_caps) or None,
+        tilemap=tilemap, entity_window=not args.no_window,
+        global_features=globals_, max_entities=_caps(info, tilemap, args.cap) or None,
     )  # fmt: skip
+
+
+def _caps(info: Game, tilemap: Optional[str], overrides: List[str]) -> Dict[str, int]:
+    """The game's training caps for the types this tilemap has (the others keep their safe
+    defaults), then ``--cap TYPE=N``."""
+    from procgen_entities.tilemap import tilemap_features
+
+    types = set(info.entity_types.values()) | set(
+        tilemap_features(info.name, tilemap) if tilemap else ()
+    )
+    caps = {k: v for k, v in info.training_caps.items() if k in types}
+    for item in overrides:
+        name, _, value = item.partition("=")
+        if name not in types or not value.isdigit():
+            raise SystemExit(f"--cap: expected TYPE=N with TYPE one of {', '.join(sorted(types))}")
+        caps[name] = int(value)
+    return caps
 
 
 def main(argv: Optional[List[str]] = None) -> int:
