@@ -25,7 +25,6 @@ def test_every_game_was_trained_for_two_million_steps() -> None:
 
 
 AGENT_RUNS = sorted((DOCS / "runs" / "agents").glob("*/metrics.jsonl.gz"))
-ABLATIONS = sorted(p for p in (DOCS / "runs" / "ablations").glob("*") if p.is_dir())
 
 
 @pytest.mark.parametrize("path", AGENT_RUNS, ids=[p.parent.name for p in AGENT_RUNS])
@@ -45,11 +44,15 @@ def test_agent_evaluations_in_the_docs_are_the_checked_in_ones(game: str) -> Non
     assert load_run(DOCS / "runs" / "agents" / game / "metrics.jsonl.gz").steps[-1] >= 2_990_000
 
 
-def test_the_ablation_table_comes_from_the_runs(capsys: pytest.CaptureFixture) -> None:
+@pytest.mark.parametrize(("folder", "runs"), [("ablations", 12), ("climber-tilemap", 4)])
+def test_the_ablation_tables_come_from_the_runs(
+    folder: str, runs: int, capsys: pytest.CaptureFixture
+) -> None:
     from procgen_entities.tools.results import main
 
-    assert len(ABLATIONS) == 12  # 6 configurations x 2 seeds
-    main([*map(str, ABLATIONS), "--group"])
+    folders = sorted(p for p in (DOCS / "runs" / folder).glob("*") if p.is_dir())
+    assert len(folders) == runs  # configurations x 2 seeds
+    main([*map(str, folders), "--group"])
     table = capsys.readouterr().out.strip().splitlines()
     text = (DOCS / "training.md").read_text()
     assert all(row in text for row in table), [row for row in table if row not in text]
