@@ -7,9 +7,9 @@ checkpoints, resume, evaluate.
         [--tilemap MODE] [--cap TYPE=N ...] [--smoke]
 
 Trains SB3's PPO (MlpPolicy) on ``EntityVectorEnv(GAME, flatten=True, autoreset_mode=SameStep)``
-with the game's training tilemap and ``TRAINING_CAPS``, writes ``DIR/metrics.jsonl`` (the format
-``python -m procgen_entities.plot`` reads) and checkpoint folders (``DIR/checkpoint`` and, every
-``--checkpoint-every`` steps, ``DIR/checkpoint-<steps>``; see tools/checkpoint.py), then
+with the game's training tilemap and caps (``Game.training_caps``), writes ``DIR/metrics.jsonl``
+(the format ``python -m procgen_entities.plot`` reads) and checkpoint folders (``DIR/checkpoint``
+and, every ``--checkpoint-every`` steps, ``DIR/checkpoint-<steps>``; see tools/checkpoint.py), then
 evaluates the final checkpoint with ``procgen_entities.evaluate``. ``--resume DIR`` continues a
 checkpoint (its env config, weights, normaliser and step count). ``--ent-coef A:B``: the
 entropy bonus goes linearly from A to B over the run. Needs the train extra.
@@ -24,15 +24,10 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from procgen_entities.games import GAMES, Game, get_game
+from procgen_entities.games import Game, get_game
 from procgen_entities.tools.checkpoint import Checkpoint, EnvConfig, make_env
 
-__all__ = ["TRAINING_CAPS", "main"]
-
-#: Entities an MLP sees per type (nearest first), declared with each game (Game.training_caps).
-TRAINING_CAPS: Dict[str, Dict[str, int]] = {
-    g.name: dict(g.training_caps) for g in GAMES.values() if g.training_caps
-}
+__all__ = ["main"]
 
 #: PPO settings: the procgen paper's lambda, lr, clip, epochs and 64 envs x 256 steps per update,
 #: with gamma 0.99 (0.999 in the paper: greedy 63% against 68% on coinrun at 1M steps here, with

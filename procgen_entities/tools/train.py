@@ -138,12 +138,17 @@ class EpisodeLogger(VecEnv):
         self.env.close()
 
 
+def procgen_options(defaults: GameDefaults) -> Dict[str, Any]:
+    """What training passes to procgen besides the game: easy mode and the game's options."""
+    return {"distribution_mode": "easy", **defaults.env_options}
+
+
 def make_env(
     kind: str, game: str, num_envs: int, seed: int, defaults: GameDefaults, actor: str = "global"
 ) -> VecEnv:
     from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
 
-    options: Dict[str, Any] = {"distribution_mode": "easy", **defaults.env_options}
+    options = procgen_options(defaults)
     if kind == "fast":
         return ProcgenVecEnv(
             game, num_envs, seed=seed, relative_positions=True, tilemap=defaults.tilemap,
@@ -323,8 +328,7 @@ def save_checkpoint(
     from procgen_entities.tools.checkpoint import Checkpoint, EnvConfig
     from procgen_entities.tools.enn_policy import ENN_FOLDER
 
-    options = {"distribution_mode": "easy", **defaults.env_options}
-    env = EnvConfig(game=args.game, tilemap=defaults.tilemap, **options)
+    env = EnvConfig(game=args.game, tilemap=defaults.tilemap, **procgen_options(defaults))
     trainer = {"trainer": "enn-trainer PPO RogueNet", "seed": args.seed, "actor": args.actor,
                "overrides": overrides}  # fmt: skip
     Checkpoint(env=env, steps=steps, trainer=trainer).save(folder)
