@@ -351,3 +351,51 @@ tm_status tm_fill_many(int64_t n, const tm_spec *spec, tm_mode mode, int32_t chu
     }
     return TM_OK;
 }
+
+/* ---- class images ---- */
+
+/* One image: image cell (r, c) is crop cell (c - ox, size-1-r - oy), ox/oy = (size - w)/2
+ * (negative when the crop is larger, which drops its outer cells evenly). */
+static void class_image(const int32_t *grid, int32_t height, int32_t width, const tm_spec *s,
+                        const int32_t *crop, int32_t size, uint8_t *img) {
+    const int64_t x0 = crop[0], y0 = crop[1], w = crop[2], h = crop[3];
+    const int64_t ox = ((int64_t)size - w) / 2, oy = ((int64_t)size - h) / 2;
+    const uint8_t oob = (uint8_t)(s->oob_class + 1); /* TM_EMPTY + 1 == 0 */
+    for (int64_t r = 0; r < size; r++) {
+        uint8_t *row = img + r * size;
+        const int64_t cy = (int64_t)size - 1 - r - oy; /* crop row, 0 = bottom */
+        if (cy < 0 || cy >= h) {
+            memset(row, 0, (size_t)size);
+            continue;
+        }
+        const int64_t y = y0 + cy;
+        for (int64_t c = 0; c < size; c++) {
+            const int64_t cx = c - ox;
+            if (cx < 0 || cx >= w) {
+                row[c] = 0;
+                continue;
+            }
+            const int64_t x = x0 + cx;
+            if (y < 0 || y >= height || x < 0 || x >= width)
+                row[c] = oob;
+            else
+                row[c] = (uint8_t)(lut_class(s, grid[y * width + x]) + 1);
+        }
+    }
+}
+
+tm_status tm_class_image_many(int64_t n, const int32_t *grids, int32_t height, int32_t width,
+                              const tm_spec *spec, const int32_t *crops, int32_t size,
+                              uint8_t *out) {
+    if (n < 0 || height < 0 || width < 0 || size < 1 || size > TM_MAX_IMAGE) return TM_ERR_ARG;
+    if (n == 0) return TM_OK;
+    if (crops == NULL || out == NULL || (grids == NULL && height > 0 && width > 0))
+        return TM_ERR_ARG;
+    tm_status st = tm_check_spec(spec);
+    if (st != TM_OK) return st;
+    if (tm_scratch_size(n, crops) < 0) return TM_ERR_ARG;
+    const int64_t cells = (int64_t)height * width, pixels = (int64_t)size * size;
+    for (int64_t i = 0; i < n; i++)
+        class_image(grids + i * cells, height, width, spec, crops + 4 * i, size, out + i * pixels);
+    return TM_OK;
+}

@@ -28,6 +28,9 @@
  *          is_gap = the stack is empty.
  *   Chunk  x, y, count of class 0, ..., count of class n_classes-1  (x, y = centre of the
  *          chunk's area, clipped to the crop; chunks are aligned to the crop's bottom-left)
+ *
+ * tm_class_image_many writes the crops as images instead: one uint8 per cell, the cell's class
+ * plus one (0 = empty), for a CNN that sees the terrain's geometry (gaps, ledges) directly.
  */
 #ifndef PE_TILEMAP_H
 #define PE_TILEMAP_H
@@ -95,6 +98,16 @@ tm_status tm_fill_many(int64_t n, const tm_spec *spec, tm_mode mode, int32_t chu
                        const int32_t *crops, const float *refs, const int8_t *scratch,
                        int64_t scratch_size, const int64_t *counts, float *const *outs,
                        const int64_t *caps, const int32_t *n_features);
+
+/* The crops as square class images. out: n * size * size bytes, image after image, row 0 =
+ * the crop's TOP row (up is up, as procgen draws the frame), value = class + 1, 0 = empty;
+ * cells outside the grid take the spec's oob class. A crop of another size than `size` is
+ * centred on the image: a smaller one is padded with 0, a larger one keeps its middle cells.
+ * 1 <= size <= TM_MAX_IMAGE. Reads each grid only inside its crop's rows. */
+#define TM_MAX_IMAGE 256
+tm_status tm_class_image_many(int64_t n, const int32_t *grids, int32_t height, int32_t width,
+                              const tm_spec *spec, const int32_t *crops, int32_t size,
+                              uint8_t *out);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@ import numpy as np
 MODES: Dict[str, int]
 MAX_CLASSES: int
 MAX_CROP: int
+MAX_IMAGE: int
 
 def n_types(mode: int, n_classes: int) -> int: ...
 def n_features(mode: int, t: int, n_classes: int, with_rel: bool) -> int: ...
@@ -22,3 +23,5 @@ def convert(
     crops: np.ndarray,
     refs: Optional[np.ndarray],
 ) -> Tuple[List[np.ndarray], np.ndarray]: ...
+
+def class_images(grids: np.ndarray, spec: TileSpec, crops: np.ndarray, out: np.ndarray) -> None: ...

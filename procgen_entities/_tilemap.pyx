@@ -5,7 +5,7 @@ No decisions live here: tilemap.py builds the class LUT and the crops; this modu
 count pass, allocates the outputs from its counts, runs the fill pass (both with the GIL
 released) and turns C statuses into exceptions.
 """
-from libc.stdint cimport int8_t, int32_t, int64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 from libc.stdlib cimport malloc, free
 
 from procgen_entities.tilemap_kernel cimport *
@@ -17,6 +17,7 @@ from procgen_entities.errors import UsageError, error_from_status
 MODES = {"tiles": TM_TILES, "runs": TM_RUNS, "columns": TM_COLUMNS, "chunks": TM_CHUNKS}
 MAX_CLASSES = TM_MAX_CLASSES
 MAX_CROP = TM_MAX_CROP
+MAX_IMAGE = TM_MAX_IMAGE
 
 
 #: tm_status value -> name (csrc/tilemap.h); errors.py maps names to exceptions.
@@ -124,3 +125,22 @@ def convert(const int32_t[:, :, ::1] grids, TileSpec spec, int mode, int chunk,
         free(caps)
         free(nf)
     return outs, counts_arr
+
+
+def class_images(const int32_t[:, :, ::1] grids, TileSpec spec, const int32_t[:, ::1] crops,
+                 uint8_t[:, :, ::1] out):
+    """grids int32 [n, H, W], crops int32 [n, 4] -> out uint8 [n, S, S] (class + 1, row 0 =
+    top), written in place with the GIL released."""
+    cdef int64_t n = grids.shape[0]
+    cdef int32_t height = <int32_t>grids.shape[1], width = <int32_t>grids.shape[2]
+    cdef int32_t size = <int32_t>out.shape[1]
+    if crops.shape[0] != n or crops.shape[1] != 4 or out.shape[0] != n or out.shape[2] != size:
+        raise UsageError(f"class_images: {n} grids need crops [{n}, 4] and out [{n}, S, S]")
+    if n == 0:
+        return
+    cdef const int32_t *grids_ptr = &grids[0, 0, 0] if (height and width) else NULL
+    cdef tm_status status
+    with nogil:
+        status = tm_class_image_many(n, grids_ptr, height, width, &spec.spec, &crops[0, 0],
+                                     size, &out[0, 0, 0])
+    check(status)

@@ -31,6 +31,10 @@ window every entity also gets ``rel_x, rel_y`` = its position minus the window c
 agent's position when the game centres the camera on it); for ``Column`` ``rel_y`` is
 ``height - center_y`` and the stack rises from the window's bottom row.
 
+``tilemap_images`` gives the window (or grid) as a square image of class ids instead (uint8,
+class index + 1, 0 = empty, row 0 = the TOP row as procgen draws it): what a CNN reads
+(``EntityVectorEnv(..., grid=True)``); ``tile_class_names`` lists the classes in id order.
+
 ``entities_to_tilemap`` inverts the lossless modes (tiles, runs, columns) to a grid of class
 *representative tile ids*: the first id of each class in ``Game.tiles`` (coinrun Wall -> 15,
 Lava -> 17), ``SPACE_TILE`` (100) where empty. ``class_tilemap`` maps a grid to the same form.
@@ -60,6 +64,8 @@ __all__ = [
     "tilemap_features",
     "tilemap_to_entities",
     "tilemap_to_entities_batch",
+    "tile_class_names",
+    "tilemap_images",
 ]
 
 MODES: Tuple[str, ...] = ("tiles", "runs", "columns", "chunks")
@@ -255,6 +261,7 @@ class CameraConverter:
         assert spec is not None  # _check_mode refused columns for games without column terrain
         self.spec, self.mode = spec, _tilemap.MODES[mode]
         self.names = [name for name, _ in _features(tables.game.name, mode, True)]
+        self.image_spec = tables.spec  # images show classes, never the columns' stack marks
         self.crops = np.empty((n, 4), dtype=np.int32)
         self.refs = np.empty((n, 2), dtype=np.float32)
 
@@ -278,6 +285,11 @@ class CameraConverter:
         """grids int32 [n, H, W] (C-contiguous) -> (rows per entity type in ``names`` order,
         int64 [n, T] rows per grid), for the windows of the last ``set_cameras``."""
         return _tilemap.convert(grids, self.spec, self.mode, self.chunk, self.crops, self.refs)
+
+    def class_images(self, grids: np.ndarray, out: npt.NDArray[np.uint8]) -> None:
+        """The windows of the last ``set_cameras`` as class images into ``out`` [n, S, S]
+        (see ``tilemap_images``); reads only the window rows of ``grids``."""
+        _tilemap.class_images(grids, self.image_spec, self.crops, out)
 
     def convert_states(
         self, collector: Any, grid: np.ndarray, camera: Mapping[str, np.ndarray]
@@ -355,6 +367,37 @@ def tilemap_to_entities_batch(
         dict(zip(names, outs)),
         {name: np.ascontiguousarray(counts[:, t]) for t, name in enumerate(names)},
     )
+
+
+def tile_class_names(game: str) -> Tuple[str, ...]:
+    """The tile classes of a game in image order: value ``k`` of ``tilemap_images`` is class
+    ``k - 1`` of this tuple, 0 is empty."""
+    return _tables(game).classes
+
+
+def tilemap_images(
+    grids: np.ndarray,
+    game: str,
+    *,
+    windows: Optional[Union[np.ndarray, Sequence[WindowLike]]] = None,
+    size: Optional[int] = None,
+) -> npt.NDArray[np.uint8]:
+    """Grids [N, H, W] (or their windows, as in ``tilemap_to_entities_batch``) as class images
+    uint8 [N, size, size]: class index + 1 (``tile_class_names``), 0 = empty, row 0 = the top
+    row. A crop of another size is centred (padded with 0 or cut evenly). ``size`` defaults to
+    the first crop's larger side."""
+    tables = _tables(game)
+    grids = _as_grids(grids, 3, "grids")
+    n, height, width = grids.shape
+    crops, _ = _crops(windows, n, height, width)
+    crops = np.ascontiguousarray(crops, dtype=np.int32)
+    if size is None:
+        size = int(crops[:, 2:].max()) if n else 1
+    if not 1 <= size <= _tilemap.MAX_IMAGE:
+        raise UsageError(f"size must be in [1, {_tilemap.MAX_IMAGE}], got {size}")
+    out = np.empty((n, size, size), dtype=np.uint8)
+    _tilemap.class_images(grids, tables.spec, crops, out)
+    return out
 
 
 def tilemap_to_entities(

@@ -1,5 +1,5 @@
 # Mirrors csrc/tilemap.h (named apart from tilemap.py, the Python API).
-from libc.stdint cimport int8_t, int32_t, int64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 
 
 cdef extern from "tilemap.h" nogil:
@@ -9,6 +9,7 @@ cdef extern from "tilemap.h" nogil:
         TM_EMPTY
         TM_STACK_BASE
         TM_STACK_TOP
+        TM_MAX_IMAGE
 
     ctypedef enum tm_mode:
         TM_TILES
@@ -45,3 +46,6 @@ cdef extern from "tilemap.h" nogil:
                            const int32_t *crops, const float *refs, const int8_t *scratch,
                            int64_t scratch_size, const int64_t *counts, float *const *outs,
                            const int64_t *caps, const int32_t *n_features) noexcept
+    tm_status tm_class_image_many(int64_t n, const int32_t *grids, int32_t height, int32_t width,
+                                  const tm_spec *spec, const int32_t *crops, int32_t size,
+                                  uint8_t *out) noexcept

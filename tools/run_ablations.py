@@ -1,23 +1,29 @@
-"""Run the observation/recipe ablations of docs/training.md (2 seeds each), a few at a time.
+"""Run the recipe ablations of docs/training.md (2 seeds each), a few at a time, resumably.
 
-    python tools/run_ablations.py [--steps 1000000] [--jobs 2] [--out runs/ablations] [NAME ...]
+    python tools/run_ablations.py [--game coinrun] [--steps 1000000] [--jobs 2]
+        [--out runs/ablations] [NAME ...]
 
 Every configuration is the SB3 PPO recipe of procgen_entities/tools/sb3_ppo.py with one change
-(``ABLATIONS``), trained for ``--steps`` on coinrun (easy, full distribution) with seeds 0 and 1,
-then evaluated greedily on 1,000 levels (``--eval-episodes``). The actor ablation uses
+(``ABLATIONS``), trained for ``--steps`` on ``--game`` (easy, full distribution) with seeds 0
+and 1, then evaluated greedily on 1,000 levels (``--eval-episodes``). The actor ablation uses
 enn-trainer (RogueNet: the only trainer here where an entity takes the action); its checkpoint
 is evaluated the same way. ``python -m procgen_entities.tools.results --group`` makes the table.
+
+Resumable (a session can stop at any time): an arm whose folder has ``evaluation.json`` is done;
+one with ``checkpoint-<steps>`` folders resumes from the latest (sb3_ppo ``--resume``); one whose
+training finished but not its evaluation is evaluated.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 #: name -> extra arguments of the trainer ("enn:" prefix: procgen_entities.train).
 ABLATIONS: Dict[str, List[str]] = {
@@ -27,42 +33,90 @@ ABLATIONS: Dict[str, List[str]] = {
     "entropy-schedule": ["--ent-coef", "0.02:0.0"],
     "actor-global": ["enn:", "--actor", "global"],
     "actor-player": ["enn:", "--actor", "player"],
+    # issue 19: the policy (flat MLP / attention over the slots / CNN over the class image plus
+    # attention over the entities), then gamma 0.999 with reward normalisation
+    "attention": ["--policy", "attention"],
+    "attention-grid": ["--policy", "attention", "--grid", "--tilemap", "none"],
+    "mlp-g999": ["--ppo", "gamma=0.999"],
+    "attention-grid-g999": [
+        "--policy",
+        "attention",
+        "--grid",
+        "--tilemap",
+        "none",
+        "--ppo",
+        "gamma=0.999",
+    ],  # fmt: skip
 }
 SEEDS = (0, 1)
 
 
-def command(name: str, seed: int, steps: int, out: Path, episodes: int) -> List[str]:
+def latest_checkpoint(folder: Path) -> Optional[Path]:
+    """The periodic checkpoint with the most steps (None if there is none)."""
+    found = []
+    for path in folder.glob("checkpoint-*"):
+        match = re.fullmatch(r"checkpoint-(\d+)", path.name)
+        if match and (path / "model.zip").is_file():
+            found.append((int(match.group(1)), path))
+    return max(found)[1] if found else None
+
+
+def evaluate_command(folder: Path, episodes: int) -> List[str]:
+    return [sys.executable, "-m", "procgen_entities.evaluate", str(folder / "checkpoint"),
+            "--episodes", str(episodes), "--baselines", "none",
+            "--json", str(folder / "evaluation.json")]  # fmt: skip
+
+
+def command(
+    game: str, name: str, seed: int, steps: int, out: Path, episodes: int
+) -> Optional[List[str]]:
+    """The next command of an arm (None when it is done)."""
     extra = ABLATIONS[name]
     folder = out / f"{name}-s{seed}"
+    if (folder / "evaluation.json").is_file():
+        return None
+    if (folder / "checkpoint" / "env.json").is_file():
+        return evaluate_command(folder, episodes)
     if extra and extra[0] == "enn:":  # train, then evaluate the checkpoint it saves
-        train = [sys.executable, "-m", "procgen_entities.train", "coinrun", "--steps", str(steps),
+        train = [sys.executable, "-m", "procgen_entities.train", game, "--steps", str(steps),
                  "--seed", str(seed), "--out", str(folder), *extra[1:]]  # fmt: skip
-        evaluate = [sys.executable, "-m", "procgen_entities.evaluate", str(folder / "checkpoint"),
-                    "--episodes", str(episodes), "--baselines", "none",
-                    "--json", str(folder / "evaluation.json")]  # fmt: skip
+        evaluate = evaluate_command(folder, episodes)
         return ["bash", "-c", f"{shlex.join(train)} && {shlex.join(evaluate)}"]
-    return [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", "coinrun",
+    resume = latest_checkpoint(folder) if folder.is_dir() else None
+    if resume is None and (folder / "metrics.jsonl").is_file():
+        (folder / "metrics.jsonl").unlink()  # a start from scratch: the old records go
+    return [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", game,
             "--steps", str(steps), "--seed", str(seed), "--out", str(folder),
-            "--eval-episodes", str(episodes), "--eval-baselines", "none", *extra]  # fmt: skip
+            "--eval-episodes", str(episodes), "--eval-baselines", "none", *extra,
+            *(["--resume", str(resume)] if resume else [])]  # fmt: skip
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", default=list(ABLATIONS))
+    parser.add_argument("--game", default="coinrun")
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     parser.add_argument("--eval-episodes", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=Path("runs/ablations"))
     args = parser.parse_args()
-    queue = [(n, s) for n in args.names for s in SEEDS]
+    unknown = sorted(set(args.names) - set(ABLATIONS))
+    if unknown:
+        parser.error(f"unknown ablations {unknown} (one of {', '.join(ABLATIONS)})")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    queue = [(n, s) for s in seeds for n in args.names]
     running: List[subprocess.Popen] = []
     args.out.mkdir(parents=True, exist_ok=True)
     while queue or running:
         running = [p for p in running if p.poll() is None]
         while queue and len(running) < args.jobs:
             name, seed = queue.pop(0)
-            log = (args.out / f"{name}-s{seed}.log").open("w")
-            cmd = command(name, seed, args.steps, args.out, args.eval_episodes)
+            cmd = command(args.game, name, seed, args.steps, args.out, args.eval_episodes)
+            if cmd is None:
+                print(f"done: {name}-s{seed}", flush=True)
+                continue
+            log = (args.out / f"{name}-s{seed}.log").open("a")
             print("started:", cmd[-1] if cmd[0] == "bash" else shlex.join(cmd[1:]), flush=True)
             running.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
         time.sleep(5)

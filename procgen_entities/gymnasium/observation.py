@@ -4,7 +4,7 @@
 gatherer produced for one step (rows of each type in env order, rows per env) into the dict of
 padded arrays; types with more entities than their cap keep those nearest the player. The layout
 also defines the flat form (``flatten``/``unflatten``): per type its [cap * F] values then its
-[cap] mask, in declaration order, then the globals.
+[cap] mask, in declaration order, then the globals, then (``grid_size > 0``) the class image.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from procgen_entities import _collector
 from procgen_entities.features import FeatureSpace
 from procgen_entities.games import Game, default_caps
 
-__all__ = ["PaddedObservation", "resolve_caps"]
+__all__ = ["GLOBAL_KEY", "GRID_KEY", "PaddedObservation", "resolve_caps"]
 
 GLOBAL_KEY = "global"
+GRID_KEY = "grid"
 
 
 def tile_caps(mode: Optional[str], names: List[str], window: int, chunk: int) -> Dict[str, int]:
@@ -73,13 +74,15 @@ class PaddedObservation:
     space: FeatureSpace
     caps: Dict[str, int]
     n: int
+    grid_size: int = 0  # > 0: a [grid_size, grid_size] uint8 class image under GRID_KEY
 
     def __post_init__(self) -> None:
         self.widths = {name: len(e.features) for name, e in self.space.entities.items()}
         self.n_globals = len(self.space.global_features)
         self.flat_size = (
             sum(c * (self.widths[k] + 1) for k, c in self.caps.items()) + self.n_globals
-        )
+            + self.grid_size**2
+        )  # fmt: skip
 
     def empty(self) -> Dict[str, npt.NDArray]:
         """New arrays for one observation (pad writes every element of its type's arrays)."""
@@ -88,6 +91,8 @@ class PaddedObservation:
             out[name] = np.empty((self.n, cap, self.widths[name]), dtype=np.float32)
             out[f"{name}_mask"] = np.empty((self.n, cap), dtype=np.bool_)
         out[GLOBAL_KEY] = np.zeros((self.n, self.n_globals), dtype=np.float32)
+        if self.grid_size:
+            out[GRID_KEY] = np.empty((self.n, self.grid_size, self.grid_size), dtype=np.uint8)
         return out
 
     def pad(
@@ -117,6 +122,8 @@ class PaddedObservation:
             parts.append(obs[name].reshape(self.n, -1))
             parts.append(obs[f"{name}_mask"].astype(np.float32))
         parts.append(obs[GLOBAL_KEY])
+        if self.grid_size:
+            parts.append(obs[GRID_KEY].reshape(self.n, -1).astype(np.float32))
         return np.concatenate(parts, axis=1).astype(np.float32, copy=False)
 
     def unflatten(self, flat: npt.NDArray) -> Dict[str, npt.NDArray]:
@@ -132,7 +139,10 @@ class PaddedObservation:
             at += cap * width
             out[f"{name}_mask"] = flat[:, at : at + cap] > 0.5
             at += cap
-        out[GLOBAL_KEY] = flat[:, at:]
+        out[GLOBAL_KEY] = flat[:, at : at + self.n_globals]
+        if self.grid_size:
+            image = flat[:, at + self.n_globals :]
+            out[GRID_KEY] = image.astype(np.uint8).reshape(-1, self.grid_size, self.grid_size)
         return {k: v[0] for k, v in out.items()} if single else out
 
     def feature_names(self) -> Dict[str, Tuple[str, ...]]:

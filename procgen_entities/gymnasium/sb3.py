@@ -1,33 +1,39 @@
 """Stable-Baselines3 on EntityVectorEnv: an adapter to SB3's own VecEnv interface.
 
-SB3 wants flat observations, same-step resets and the terminal observation in
-``infos[i]["terminal_observation"]`` (with ``"TimeLimit.truncated"``): exactly EntityVectorEnv
-with ``flatten=True`` and SAME_STEP on the headless engine (which has the true terminal states).
+SB3 wants flat (``MlpPolicy``) or dict (``MultiInputPolicy``) observations, same-step resets
+and the terminal observation in ``infos[i]["terminal_observation"]`` (with
+``"TimeLimit.truncated"``): exactly EntityVectorEnv with SAME_STEP on the headless engine
+(which has the true terminal states).
 Episode returns and lengths go to ``infos[i]["episode"]`` as SB3's Monitor writes them, so
-``model.ep_info_buffer`` and its logs work. Needs stable-baselines3 (the train extra).
+``model.ep_info_buffer`` and its logs work. ``EntityExtractor`` is the entity-native features
+extractor for ``MultiInputPolicy`` on the dict form (gymnasium/policy.py). Needs
+stable-baselines3 (the train extra).
 """
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Type
+from typing import Any, Dict, List, Optional, Sequence, Type
 
 import numpy as np
+import torch
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.vec_env import VecEnv
 
+from procgen_entities.gymnasium.policy import EntityEncoder, encoder_shapes
 from procgen_entities.gymnasium.vector import EntityVectorEnv
 
-__all__ = ["SB3VecEnv"]
+__all__ = ["EntityExtractor", "SB3VecEnv"]
 
 
 class SB3VecEnv(VecEnv):  # type: ignore[misc]
-    """``SB3VecEnv(EntityVectorEnv(game, n, flatten=True, autoreset_mode="SameStep"))``."""
+    """``SB3VecEnv(EntityVectorEnv(game, n, flatten=True, autoreset_mode="SameStep"))`` (or
+    ``flatten=False`` for ``MultiInputPolicy``)."""
 
     def __init__(self, env: EntityVectorEnv) -> None:
-        if not env.flatten or env.autoreset_mode != AutoresetMode.SAME_STEP:
-            raise ValueError(
-                "SB3 needs EntityVectorEnv(..., flatten=True, autoreset_mode='SameStep')"
-            )
+        if env.autoreset_mode != AutoresetMode.SAME_STEP:
+            raise ValueError("SB3 needs EntityVectorEnv(..., autoreset_mode='SameStep')")
         if env.engine != "headless":
             raise ValueError("SB3 needs terminal observations: the headless engine")
         self.env = env
@@ -88,3 +94,24 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc]
         if indices is None:
             return list(range(self.num_envs))
         return [indices] if isinstance(indices, int) else list(indices)
+
+
+class EntityExtractor(BaseFeaturesExtractor):  # type: ignore[misc]
+    """``EntityEncoder`` as SB3's features extractor: ``PPO("MultiInputPolicy", env,
+    policy_kwargs={"features_extractor_class": EntityExtractor})`` on the dict form. Keywords
+    go to EntityEncoder (d_model, n_heads, n_layers, grid_dim)."""
+
+    def __init__(self, observation_space: spaces.Dict, **encoder: Any) -> None:
+        shapes = {key: tuple(space.shape or ()) for key, space in observation_space.spaces.items()}
+        types, n_globals, size = encoder_shapes(shapes)
+        grid = None
+        if size is not None:
+            image = observation_space.spaces["grid"]
+            assert isinstance(image, spaces.Box)
+            grid = (int(image.high.max()) + 1, size)
+        net = EntityEncoder(types, n_globals, grid=grid, **encoder)
+        super().__init__(observation_space, net.out_dim)
+        self.net = net
+
+    def forward(self, observations: Dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.net(observations)  # type: ignore[no-any-return]

@@ -29,6 +29,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from procgen_entities.engine import EngineUnavailable
+from procgen_entities.errors import UsageError
 from procgen_entities.features import (
     ACTION_LABELS,
     EntityPlan,
@@ -39,12 +40,18 @@ from procgen_entities.features import (
 )
 from procgen_entities.gymnasium.observation import (
     GLOBAL_KEY,
+    GRID_KEY,
     PaddedObservation,
     resolve_caps,
     tile_caps,
 )
 from procgen_entities.stepper import ProcgenStepper
-from procgen_entities.tilemap import DEFAULT_CHUNK, CameraConverter, tilemap_features
+from procgen_entities.tilemap import (
+    DEFAULT_CHUNK,
+    CameraConverter,
+    tile_class_names,
+    tilemap_features,
+)
 
 __all__ = ["EntityVectorEnv"]
 
@@ -58,7 +65,10 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     ``max_entities`` (an int for every type or a dict per type); a step with more entities of a
     type keeps those nearest the player and counts the rest in ``info["dropped_entities"]``.
     ``entity_window``: keep only the entities the camera shows (default). ``global_features``:
-    another choice of globals (``features.available_globals``). Actions: procgen's 15
+    another choice of globals (``features.available_globals``). ``grid=True`` (tilemap games):
+    also ``grid``, the camera square's tile classes as a uint8 [S, S] image (S = the square's
+    cells at the start; ``tilemap.tilemap_images``: class + 1, 0 = empty, row 0 = top), for a
+    CNN; entities stay entities. Actions: procgen's 15
     (``metadata["action_labels"]``). Other keywords go to the stepper / procgen
     (distribution_mode, num_levels, start_level, num_threads, ...).
     """
@@ -80,6 +90,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         entity_window: bool = True,
         global_features: Optional[Sequence[str]] = None,
         flatten: bool = False,
+        grid: bool = False,
         engine: str = "auto",
         seed: Optional[int] = None,
         autoreset_mode: Union[AutoresetMode, str] = AutoresetMode.NEXT_STEP,
@@ -118,9 +129,15 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         window = int(np.ceil(self._stepper.step_values().scalars["view_dim"].max()))
         tiles = tile_caps(tilemap, list(tile_entities), window, DEFAULT_CHUNK)
         caps = resolve_caps(self.game, self._space, max_entities, tiles)
-        self._layout = PaddedObservation(self._space, caps, num_envs)
+        if grid and not self.game.has_tilemap:
+            self._stepper.close()
+            raise UsageError(f"grid=True: {self.game.name} has no tiles (an entity-only game)")
+        self._layout = PaddedObservation(self._space, caps, num_envs, window if grid else 0)
         self._plan = EntityPlan(self.game, self._space, self._space, window=entity_window)
         self._tiles = CameraConverter(self.game.name, tilemap, num_envs) if tilemap else None
+        self._images: Optional[CameraConverter] = None
+        if grid:  # the tilemap's converter places the windows; without one, its own
+            self._images = self._tiles or CameraConverter(self.game.name, "tiles", num_envs)
         self._grid: Optional[npt.NDArray[np.int32]] = None
         self.flatten = flatten
         self._distance_columns = {
@@ -153,6 +170,10 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             entries[name] = spaces.Box(-np.inf, np.inf, (cap, width), np.float32)
             entries[f"{name}_mask"] = spaces.Box(0, 1, (cap,), np.bool_)  # type: ignore[arg-type]
         entries[GLOBAL_KEY] = spaces.Box(-np.inf, np.inf, (self._layout.n_globals,), np.float32)
+        size = self._layout.grid_size
+        if size:
+            classes = len(tile_class_names(self.game.name))
+            entries[GRID_KEY] = spaces.Box(0, classes, (size, size), np.uint8)
         return spaces.Dict(entries)
 
     def unflatten(self, flat: npt.NDArray) -> Dict[str, npt.NDArray]:
@@ -237,6 +258,8 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             dropped += layout.pad(name, rows[s], counts[s], out, self._nearest(name, out))
         if self._tiles is not None:
             dropped += self._pad_tiles(collector, values, out)
+        if self._images is not None:
+            self._class_image(collector, values, out[GRID_KEY])
         out[GLOBAL_KEY][:] = global_features(self.game, self._space.global_features, values)
         return (layout.flatten(out) if self.flatten else out), dropped
 
@@ -257,15 +280,33 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         player = np.ascontiguousarray(out["Player"][:, 0, [px, py]])
         return cx, cy, player
 
-    def _pad_tiles(
-        self, collector: Any, values: StepValues, out: Dict[str, npt.NDArray]
-    ) -> npt.NDArray[np.int64]:
-        assert self._tiles is not None
+    def _grid_buffer(self) -> npt.NDArray[np.int32]:
         if self._grid is None:
             self._grid = np.zeros(
                 (self.num_envs, *self._stepper._collector.grid_shape()), dtype=np.int32
             )
-        outs, counts = self._tiles.convert_states(collector, self._grid, values.scalars)
+        return self._grid
+
+    def _class_image(self, collector: Any, values: StepValues, out: npt.NDArray[np.uint8]) -> None:
+        """The camera squares' class images (after ``_pad_tiles``, which already copied the
+        window rows, when there is a tilemap)."""
+        assert self._images is not None
+        grid = self._grid_buffer()
+        if self._tiles is None:
+            camera = values.scalars
+            crops = self._images.set_cameras(
+                camera["center_x"], camera["center_y"], camera["view_dim"]
+            )
+            collector.fill_grid_rows(
+                np.ascontiguousarray(crops[:, 1]), np.ascontiguousarray(crops[:, 3]), grid
+            )
+        self._images.class_images(grid, out)
+
+    def _pad_tiles(
+        self, collector: Any, values: StepValues, out: Dict[str, npt.NDArray]
+    ) -> npt.NDArray[np.int64]:
+        assert self._tiles is not None
+        outs, counts = self._tiles.convert_states(collector, self._grid_buffer(), values.scalars)
         dropped = np.zeros(self.num_envs, dtype=np.int64)
         for t, name in enumerate(self._tiles.names):
             rows, n_rows = outs[t], np.ascontiguousarray(counts[:, t])

@@ -33,6 +33,7 @@ class EnvConfig:
     entity_window: bool = True
     global_features: Optional[list] = None
     max_entities: Optional[Dict[str, int]] = None
+    grid: bool = False  # the camera square's class image (EntityVectorEnv(grid=True))
 
     def env_kwargs(self) -> Dict[str, Any]:
         kwargs = asdict(self)
@@ -80,10 +81,13 @@ class Checkpoint:
 
 
 def wants_dict_observation(folder: Path) -> bool:
-    """An enn-trainer checkpoint (RogueNet) reads the padded dict form, an SB3 one the flat form."""
+    """An enn-trainer checkpoint (RogueNet) and an SB3 one with the entity encoder
+    (``trainer["policy"] == "attention"``) read the padded dict form, an SB3 MLP the flat form."""
     from procgen_entities.tools.enn_policy import ENN_FOLDER
 
-    return (folder / ENN_FOLDER).is_dir()
+    if (folder / ENN_FOLDER).is_dir():
+        return True
+    return Checkpoint.load(folder).trainer.get("policy", "mlp") == "attention"
 
 
 def load_policy(folder: Path, *, deterministic: bool = True) -> Callable[[Any], np.ndarray]:
@@ -91,7 +95,9 @@ def load_policy(folder: Path, *, deterministic: bool = True) -> Callable[[Any], 
     with the checkpoint's statistics when it was trained so) for SB3, padded dicts for
     enn-trainer (``wants_dict_observation``)."""
     checkpoint = Checkpoint.load(folder)
-    if wants_dict_observation(folder):
+    from procgen_entities.tools.enn_policy import ENN_FOLDER
+
+    if (folder / ENN_FOLDER).is_dir():
         from procgen_entities.tools.enn_policy import load_enn_policy
 
         probe = make_env(checkpoint.env, 1, 0, flatten=False)
@@ -105,9 +111,14 @@ def load_policy(folder: Path, *, deterministic: bool = True) -> Callable[[Any], 
 
         model = PPO.load(folder / "model.zip", device="cpu")
     else:  # a released checkpoint: the policy alone
-        from stable_baselines3.common.policies import ActorCriticPolicy
+        from stable_baselines3.common.policies import (
+            ActorCriticPolicy,
+            MultiInputActorCriticPolicy,
+        )
 
-        model = ActorCriticPolicy.load(str(folder / "policy.pth"), device="cpu")
+        attention = checkpoint.trainer.get("policy", "mlp") == "attention"
+        cls = MultiInputActorCriticPolicy if attention else ActorCriticPolicy
+        model = cls.load(str(folder / "policy.pth"), device="cpu")
     normalize: Callable[[np.ndarray], np.ndarray] = lambda obs: obs  # noqa: E731
     if checkpoint.normalize:
         import pickle

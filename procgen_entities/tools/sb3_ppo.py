@@ -4,7 +4,7 @@ checkpoints, resume, evaluate.
     python -m procgen_entities.tools.sb3_ppo GAME [--steps N] [--out DIR] [--seed S]
         [--mode easy|hard] [--num-levels 200] [--resume DIR] [--checkpoint-every N]
         [--ent-coef A[:B]] [--no-window] [--stale-support] [--no-normalize] [--eval-episodes N]
-        [--tilemap MODE] [--cap TYPE=N ...] [--smoke]
+        [--tilemap MODE] [--cap TYPE=N ...] [--policy mlp|attention] [--grid] [--smoke]
 
 Trains SB3's PPO (MlpPolicy) on ``EntityVectorEnv(GAME, flatten=True, autoreset_mode=SameStep)``
 with the game's training tilemap and caps (``Game.training_caps``), writes ``DIR/metrics.jsonl``
@@ -12,7 +12,10 @@ with the game's training tilemap and caps (``Game.training_caps``), writes ``DIR
 and, every ``--checkpoint-every`` steps, ``DIR/checkpoint-<steps>``; see tools/checkpoint.py), then
 evaluates the final checkpoint with ``procgen_entities.evaluate``. ``--resume DIR`` continues a
 checkpoint (its env config, weights, normaliser and step count). ``--ent-coef A:B``: the
-entropy bonus goes linearly from A to B over the run. Needs the train extra.
+entropy bonus goes linearly from A to B over the run. ``--policy attention``: SB3's
+``MultiInputPolicy`` on the dict form with the entity encoder (gymnasium/policy.py: attention over
+the masked slots, inputs through symlog, so only rewards are normalised); ``--grid`` adds the
+camera square's class image, read by a small CNN. Needs the train extra.
 """
 
 from __future__ import annotations
@@ -104,11 +107,23 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--stale-support", action="store_true",
                         help="procgen's has_support instead of on_ground")  # fmt: skip
     parser.add_argument("--no-normalize", action="store_true", help="raw observations")
-    parser.add_argument("--tilemap", default=None, choices=("tiles", "runs", "columns", "chunks"),
-                        help="another tilemap than the game's training one")  # fmt: skip
+    parser.add_argument("--tilemap", default=None,
+                        choices=("tiles", "runs", "columns", "chunks", "none"),
+                        help="another tilemap than the game's training one (none: no tile "
+                             "entities, e.g. with --grid)")  # fmt: skip
     parser.add_argument("--cap", action="append", default=[], metavar="TYPE=N",
                         help="padded slots of a type (default: Game.training_caps)")  # fmt: skip
-    parser.add_argument("--net", default="256,256", help="hidden layer sizes")
+    parser.add_argument("--net", default=None,
+                        help="hidden layer sizes (mlp: 256,256; attention: 256)")  # fmt: skip
+    parser.add_argument("--policy", choices=("mlp", "attention"), default="mlp",
+                        help="flat MLP, or attention over the entity slots")  # fmt: skip
+    parser.add_argument(
+        "--grid",
+        action="store_true",
+        help="also the camera square's tile classes as an image (a CNN reads it)",
+    )
+    parser.add_argument("--d-model", type=int, default=32, help="attention: token width")
+    parser.add_argument("--layers", type=int, default=0, help="attention: self-attention layers")
     parser.add_argument("--ppo", action="append", default=[], metavar="KEY=VALUE",
                         help="override a PPO setting (n_epochs=10, gamma=0.99, ...)")  # fmt: skip
     parser.add_argument("--eval-episodes", type=int, default=1000)
@@ -127,10 +142,13 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
 
         globals_ = ["has_support" if g == "on_ground" else g for g in global_feature_names(info)]
     tilemap = args.tilemap or info.training_tilemap
+    if tilemap == "none":
+        tilemap = None
     return EnvConfig(
         game=args.game, distribution_mode=args.mode, num_levels=args.num_levels,
         tilemap=tilemap, entity_window=not args.no_window,
         global_features=globals_, max_entities=_caps(info, tilemap, args.cap) or None,
+        grid=args.grid,
     )  # fmt: skip
 
 
@@ -149,6 +167,19 @@ def _caps(info: Game, tilemap: Optional[str], overrides: List[str]) -> Dict[str,
             raise SystemExit(f"--cap: expected TYPE=N with TYPE one of {', '.join(sorted(types))}")
         caps[name] = int(value)
     return caps
+
+
+def _truncate_metrics(path: Path, steps: int) -> None:
+    """A resumed run drops what its first run logged past the checkpoint (a run stopped between
+    two checkpoints would otherwise count those episodes twice)."""
+    if not path.is_file():
+        return
+    kept = [
+        line
+        for line in path.read_text().splitlines()
+        if line.strip() and json.loads(line).get("step", 0) <= steps
+    ]
+    path.write_text("".join(line + "\n" for line in kept))
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -182,14 +213,33 @@ def main(argv: Optional[List[str]] = None) -> int:
         args.steps, args.envs, args.eval_episodes = done + 2 * 8 * 16, 8, 16
         hyper.update(n_steps=16, batch_size=128)
     r_min, r_max = get_game(args.game).return_range or (0.0, 10.0)
-    checkpoint.trainer = {"trainer": "stable-baselines3 PPO MlpPolicy", "seed": args.seed,
+    if args.resume:  # the run's own architecture, whatever the flags say
+        previous = checkpoint.trainer
+        args.policy = previous.get("policy", "mlp")
+        args.net = previous.get("net", args.net)
+        args.d_model = previous.get("d_model", args.d_model)
+        args.layers = previous.get("layers", args.layers)
+        _truncate_metrics(out / "metrics.jsonl", done)
+    attention = args.policy == "attention"
+    args.net = args.net or ("256" if attention else "256,256")
+    name = "MultiInputPolicy + EntityExtractor" if attention else "MlpPolicy"
+    checkpoint.trainer = {"trainer": f"stable-baselines3 PPO {name}", "seed": args.seed,
                           "envs": args.envs, "ent_coef": list(schedule), "net": args.net,
-                          **hyper}  # fmt: skip
+                          "policy": args.policy, **hyper}  # fmt: skip
+    if attention:
+        checkpoint.trainer.update(d_model=args.d_model, layers=args.layers, reward_norm=True)
     meta = {"game": args.game, "env": "sb3", "seed": args.seed, "tilemap": config.tilemap,
             "r_min": r_min, "r_max": r_max, "resumed_at": done, **checkpoint.trainer,
             "env_config": checkpoint.env.env_kwargs()}  # fmt: skip
-    env: Any = SB3VecEnv(make_env(config, args.envs, args.seed + done))
-    if checkpoint.normalize:
+    env: Any = SB3VecEnv(make_env(config, args.envs, args.seed + done, flatten=not attention))
+    if attention:  # no obs statistics (the encoder's symlog), rewards normalised as in CleanRL
+        checkpoint.normalize = False
+        env = (
+            VecNormalize.load(str(args.resume / "vecnormalize.pkl"), env)
+            if args.resume
+            else VecNormalize(env, norm_obs=False, norm_reward=True, gamma=hyper["gamma"])
+        )
+    elif checkpoint.normalize:
         env = (
             VecNormalize.load(str(args.resume / "vecnormalize.pkl"), env)
             if args.resume
@@ -202,7 +252,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         checkpoint.save(folder)
         model.save(folder / "model.zip")
         model.policy.save(str(folder / "policy.pth"))
-        if checkpoint.normalize:
+        if isinstance(env, VecNormalize):
             env.save(str(folder / "vecnormalize.pkl"))
 
     total = args.steps - done
@@ -213,6 +263,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     layers = [int(x) for x in args.net.split(",")]
     if args.resume:
         model = PPO.load(args.resume / "model.zip", env=env, device="cpu")
+    elif attention:
+        from procgen_entities.gymnasium.sb3 import EntityExtractor
+
+        extractor = {"d_model": args.d_model, "n_layers": args.layers}
+        policy_kwargs = {"net_arch": layers, "features_extractor_class": EntityExtractor,
+                         "features_extractor_kwargs": extractor}  # fmt: skip
+        model = PPO("MultiInputPolicy", env, seed=args.seed, verbose=0, device="cpu",
+                    ent_coef=schedule[0], policy_kwargs=policy_kwargs, **hyper)  # fmt: skip
     else:
         model = PPO("MlpPolicy", env, seed=args.seed, verbose=0, device="cpu",
                     ent_coef=schedule[0], policy_kwargs={"net_arch": layers}, **hyper)  # fmt: skip
