@@ -20,6 +20,7 @@ __all__ = [
     "ENTITY_FIELDS",
     "ENTITY_INT_FIELDS",
     "GAMES",
+    "ANCHOR_SOURCES",
     "GAME_NAMES",
     "TRAILER_KINDS",
     "Game",
@@ -67,6 +68,24 @@ class Support:
     flag: str | None = None
 
 
+#: The agents docs/training.md measures ours against (Game.anchors), with where the figures are
+#: printed. Both are 25M-step PPO runs on the full level distribution, easy mode; the returns are
+#: episode returns during training (sampled actions).
+ANCHOR_SOURCES: Mapping[str, str] = {
+    "pixel_ppo": (
+        "pixel PPO, IMPALA CNN, 25M steps: CleanRL's ppo_procgen benchmark "
+        "(vwxyzjn/cleanrl docs/rl-algorithms/ppo.md prints bigfish 16.46, starpilot 30.99; the "
+        "other games read off the figure in entity-neural-network/notebooks "
+        "clemens/2022-12-14-procgen-final.ipynb, +-0.2)"
+    ),
+    "roguenet_2022": (
+        "the 2022 entity agent, 25M steps: enn-zoo's RogueNet (d_model 16, 2 layers, positions "
+        "relative to the player, lr 0.01, entropy 0.05, gamma 0.999; enn-zoo "
+        "configs/procgen/*.ron), read off the same figure (+-0.2)"
+    ),
+}
+
+
 @dataclass(frozen=True)
 class Game:
     """Everything the package knows about one procgen game.
@@ -112,6 +131,9 @@ class Game:
     support: Support | None = None
     #: Entity types and tile classes whose touch ends an episode (the evaluation's death causes).
     hazards: tuple[str, ...] = ()
+    #: Published returns to beat (easy, full distribution, 25M steps, episode return during
+    #: training), by ANCHOR_SOURCES key: what docs/training.md and the curves compare against.
+    anchors: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name, kind in self.trailer:
@@ -132,6 +154,8 @@ class Game:
         known = set(self.entity_types.values()) | set(self.tiles)
         if not set(self.hazards) <= known:
             raise ValueError(f"{self.name}: unknown hazards {sorted(set(self.hazards) - known)}")
+        if not set(self.anchors) <= set(ANCHOR_SOURCES):
+            raise ValueError(f"{self.name}: unknown anchors {sorted(self.anchors)}")
         if not set(self.training_caps) <= known | {"Column"}:
             raise ValueError(f"{self.name}: unknown capped types {sorted(self.training_caps)}")
 
@@ -201,6 +225,7 @@ _PLATFORM_PHYSICS = (("gravity", "f"), ("air_control", "f"))
 _GAME_LIST = [
     Game(
         name="bigfish",
+        anchors={"pixel_ppo": 16.46, "roguenet_2022": 34.0},
         trailer=(("fish_eaten", "i"), ("r_inc", "f")),
         entity_types={0: "Player", 2: "Fish"},
         features=("x", "y", "vx", "vy", "rx"),
@@ -294,6 +319,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="climber",
+        anchors={"pixel_ppo": 8.7, "roguenet_2022": 5.2},
         column_terrain=("Wall", None),
         return_range=(2.0, 12.6),
         # columns: the side walls and floor are 16 Columns in a fixed layout and the runs are
@@ -316,6 +342,7 @@ _GAME_LIST = [
     ),
     Game(
         name="coinrun",
+        anchors={"pixel_ppo": 9.2, "roguenet_2022": 9.4},
         column_terrain=("Wall", "Lava"),
         return_range=(5.0, 10.0),
         training_tilemap="columns",
@@ -433,6 +460,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="ninja",
+        anchors={"pixel_ppo": 9.0, "roguenet_2022": 6.4},
         column_terrain=("Wall", None),
         return_range=(3.5, 10.0),
         training_tilemap="runs",
@@ -477,6 +505,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="starpilot",
+        anchors={"pixel_ppo": 30.99},
         modes=("easy", "hard", "extreme"),
         trailer=(("spawners", "ve"),),
         entity_types={

@@ -5,9 +5,10 @@
 
 Each metrics file (written by procgen_entities.train) becomes one curve: mean episodic return
 over a sliding window of finished episodes against env steps, with the game's R_min and R_max
-from the procgen paper drawn as dashed lines, one panel per game. ``--table`` prints a markdown
-table of the final numbers (mean return of the last 10% of episodes, normalised score,
-level_complete rate, steps/s).
+from the procgen paper drawn as dashed lines and the published 25M-step anchors
+(``games.Game.anchors``: pixel PPO, the 2022 entity agent) as markers at 25M, one panel per
+game. ``--table`` prints a markdown table of the final numbers (mean return of the last 10% of
+episodes, normalised score, level_complete rate, steps/s).
 """
 
 from __future__ import annotations
@@ -140,6 +141,20 @@ def summary_table(runs: Sequence[Run]) -> str:
     return "\n".join(lines)
 
 
+#: How each anchor is drawn at 25M steps (games.ANCHOR_SOURCES keys).
+_ANCHOR_STYLE = {"pixel_ppo": ("*", "tab:red", "pixel PPO 25M"),
+                 "roguenet_2022": ("D", "tab:purple", "RogueNet 2022, 25M")}  # fmt: skip
+
+
+def _anchors(ax: Any, game: str) -> None:
+    from procgen_entities.games import GAMES
+
+    known = GAMES.get(game)
+    for key, value in (known.anchors if known else {}).items():
+        marker, colour, label = _ANCHOR_STYLE.get(key, ("o", "grey", key))
+        ax.plot([25e6], [value], marker=marker, c=colour, ls="none", ms=9, label=label)
+
+
 def plot_runs(runs: Sequence[Run], out: Path, window: int = 500) -> None:
     import matplotlib
 
@@ -155,6 +170,7 @@ def plot_runs(runs: Sequence[Run], out: Path, window: int = 500) -> None:
         meta = game_runs[0].meta
         ax.axhline(meta.get("r_min", 0.0), ls="--", c="grey", lw=1, label="R_min")
         ax.axhline(meta.get("r_max", 10.0), ls="--", c="black", lw=1, label="R_max")
+        _anchors(ax, game)
         ax.set_title(f"{game} (easy)")
         ax.set_xlabel("env steps")
         ax.set_ylabel(f"episodic return (mean of last {window} episodes)")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -47,6 +48,7 @@ class _Metrics:
 
     def __init__(self, out: Path, meta: Dict[str, Any], schedule: tuple, total: int,
                  every: int, save: Any) -> None:  # fmt: skip
+        import torch
         from stable_baselines3.common.callbacks import BaseCallback
 
         self.file = (out / "metrics.jsonl").open("a")
@@ -64,7 +66,13 @@ class _Metrics:
                                     level_complete=info.get("level_complete"))  # fmt: skip
                 return True
 
+            def _on_rollout_start(self) -> None:
+                torch.set_num_threads(1)  # the env's pool steps on the other core
+
             def _on_rollout_end(self) -> None:
+                # the gradient steps that follow have the machine to themselves (the pool's
+                # workers sleep between rollouts)
+                torch.set_num_threads(outer.train_threads)
                 seconds = time.perf_counter() - outer.start
                 start, end = schedule
                 done = min(1.0, self.num_timesteps / max(total, 1))
@@ -78,6 +86,7 @@ class _Metrics:
                     save(self.model, f"checkpoint-{self.num_timesteps}")
 
         self.saved = 0
+        self.train_threads = 1
         self.resumed_at = int(meta.get("resumed_at", 0))
         self.callback = Callback()
 
@@ -128,6 +137,12 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                         help="override a PPO setting (n_epochs=10, gamma=0.99, ...)")  # fmt: skip
     parser.add_argument("--eval-episodes", type=int, default=1000)
     parser.add_argument("--eval-baselines", choices=("all", "none"), default="all")
+    parser.add_argument(
+        "--train-threads",
+        type=int,
+        default=0,
+        help="torch threads for the gradient steps (default: the usable CPUs)",
+    )
     parser.add_argument("--smoke", action="store_true", help="2 tiny updates, 16 eval episodes")
     return parser.parse_args(argv)
 
@@ -190,7 +205,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     from procgen_entities.gymnasium.sb3 import SB3VecEnv
 
-    torch.set_num_threads(1)  # the env's pool uses the other core
+    torch.set_num_threads(1)  # while the env's pool steps (see _Metrics for the updates)
     hyper = dict(HYPERPARAMETERS)
     for item in args.ppo:
         key, _, value = item.partition("=")
@@ -260,6 +275,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         raise SystemExit(f"the checkpoint already has {done} steps (--steps {args.steps})")
     metrics = _Metrics(out, meta, schedule, args.steps, args.checkpoint_every, save)
     metrics.saved = done // args.checkpoint_every if args.checkpoint_every else 0
+    metrics.train_threads = args.train_threads or len(os.sched_getaffinity(0))
     layers = [int(x) for x in args.net.split(",")]
     if args.resume:
         model = PPO.load(args.resume / "model.zip", env=env, device="cpu")
