@@ -272,6 +272,19 @@ def test_sb3_adapter_reports_terminal_observations() -> None:
             assert "episode" in infos[i] and isinstance(infos[i]["TimeLimit.truncated"], bool)
             seen += 1
     assert seen > 0
-    with pytest.raises(ValueError, match="flatten"):
+    with pytest.raises(ValueError, match="SameStep"):
         SB3VecEnv(EntityVectorEnv("bigfish", 2, seed=1))
+    env.close()
+    # the dict form (MultiInputPolicy): terminal observations are dicts of the single space
+    env = SB3VecEnv(EntityVectorEnv("bigfish", 4, seed=1, autoreset_mode="SameStep"))
+    env.reset()
+    seen = 0
+    for _ in range(400):
+        env.step_async(np.random.default_rng(seen).integers(0, 15, 4))
+        _, _, dones, infos = env.step_wait()
+        for i in np.flatnonzero(dones):
+            terminal = infos[i]["terminal_observation"]
+            assert isinstance(terminal, dict) and env.observation_space.contains(terminal)
+            seen += 1
+    assert seen > 0
     env.close()
