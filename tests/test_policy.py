@@ -96,7 +96,9 @@ def test_grid_is_the_camera_square_of_the_state() -> None:
         if step % 10 == 9:
             batch = parse_states(env.get_states())
             classes = tile_class_names("coinrun")
-            lut = {t: c + 1 for c, name in enumerate(classes) for t in get_game("coinrun").tiles[name]}
+            lut = {
+                t: c + 1 for c, name in enumerate(classes) for t in get_game("coinrun").tiles[name]
+            }
             oob = lut.get(get_game("coinrun").out_of_bounds_tile, 0)
             for i in range(4):
                 s = batch.scalars

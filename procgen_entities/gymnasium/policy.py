@@ -27,7 +27,7 @@ from typing import Dict, Mapping, Optional, Tuple
 import torch
 from torch import nn
 
-__all__ = ["EntityEncoder", "GridEncoder", "symlog"]
+__all__ = ["EntityEncoder", "FlatGridEncoder", "GridEncoder", "symlog"]
 
 GLOBAL_KEY = "global"
 GRID_KEY = "grid"
@@ -128,6 +128,35 @@ class EntityEncoder(nn.Module):
         parts = [g, pooled.reshape(batch, -1)]
         if self.grid is not None:
             parts.append(self.grid(obs[GRID_KEY]))
+        return torch.cat(parts, dim=1)
+
+
+class FlatGridEncoder(nn.Module):
+    """The flat MLP recipe's input plus a CNN over the class image: every type's slot values
+    and mask and the globals, flattened in observation order (the observation normaliser's
+    output: no symlog), next to ``GridEncoder``'s features. The cheap way to give an MLP the
+    terrain's geometry."""
+
+    def __init__(
+        self,
+        types: Mapping[str, Tuple[int, int]],
+        n_globals: int,
+        grid: Tuple[int, int],
+        *,
+        grid_dim: int = 64,
+    ) -> None:
+        super().__init__()
+        self.types = dict(types)
+        self.grid = GridEncoder(grid[0], grid[1], grid_dim)
+        self.out_dim = sum(c * (f + 1) for c, f in types.values()) + n_globals + grid_dim
+
+    def forward(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        parts = []
+        for name in self.types:
+            parts.append(obs[name].flatten(1))
+            parts.append(obs[f"{name}_mask"].float())
+        parts.append(obs[GLOBAL_KEY])
+        parts.append(self.grid(obs[GRID_KEY]))
         return torch.cat(parts, dim=1)
 
 

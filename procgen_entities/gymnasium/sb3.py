@@ -21,10 +21,10 @@ from gymnasium.vector import AutoresetMode
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.vec_env import VecEnv
 
-from procgen_entities.gymnasium.policy import EntityEncoder, encoder_shapes
+from procgen_entities.gymnasium.policy import EntityEncoder, FlatGridEncoder, encoder_shapes
 from procgen_entities.gymnasium.vector import EntityVectorEnv
 
-__all__ = ["EntityExtractor", "SB3VecEnv"]
+__all__ = ["EntityExtractor", "FlatGridExtractor", "SB3VecEnv", "normalized_keys"]
 
 
 class SB3VecEnv(VecEnv):  # type: ignore[misc]
@@ -96,6 +96,37 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc]
         return [indices] if isinstance(indices, int) else list(indices)
 
 
+def _grid_values(observation_space: spaces.Dict) -> int:
+    image = observation_space.spaces["grid"]
+    assert isinstance(image, spaces.Box)
+    return int(image.high.max()) + 1
+
+
+def normalized_keys(observation_space: spaces.Dict) -> List[str]:
+    """The dict form's keys VecNormalize may normalise: slot values and globals (not the
+    masks, not the class image)."""
+    return [k for k in observation_space.spaces if not k.endswith("_mask") and k != "grid"]
+
+
+class FlatGridExtractor(BaseFeaturesExtractor):  # type: ignore[misc]
+    """``FlatGridEncoder``: the flat MLP input plus a CNN over ``grid``, for
+    ``MultiInputPolicy`` on ``EntityVectorEnv(..., grid=True)`` (normalise with
+    ``VecNormalize(env, norm_obs_keys=normalized_keys(space))``)."""
+
+    def __init__(self, observation_space: spaces.Dict, grid_dim: int = 64) -> None:
+        shapes = {key: tuple(space.shape or ()) for key, space in observation_space.spaces.items()}
+        types, n_globals, size = encoder_shapes(shapes)
+        if size is None:
+            raise ValueError("FlatGridExtractor needs EntityVectorEnv(..., grid=True)")
+        net = FlatGridEncoder(types, n_globals, (_grid_values(observation_space), size),
+                              grid_dim=grid_dim)  # fmt: skip
+        super().__init__(observation_space, net.out_dim)
+        self.net = net
+
+    def forward(self, observations: Dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.net(observations)  # type: ignore[no-any-return]
+
+
 class EntityExtractor(BaseFeaturesExtractor):  # type: ignore[misc]
     """``EntityEncoder`` as SB3's features extractor: ``PPO("MultiInputPolicy", env,
     policy_kwargs={"features_extractor_class": EntityExtractor})`` on the dict form. Keywords
@@ -104,11 +135,7 @@ class EntityExtractor(BaseFeaturesExtractor):  # type: ignore[misc]
     def __init__(self, observation_space: spaces.Dict, **encoder: Any) -> None:
         shapes = {key: tuple(space.shape or ()) for key, space in observation_space.spaces.items()}
         types, n_globals, size = encoder_shapes(shapes)
-        grid = None
-        if size is not None:
-            image = observation_space.spaces["grid"]
-            assert isinstance(image, spaces.Box)
-            grid = (int(image.high.max()) + 1, size)
+        grid = (_grid_values(observation_space), size) if size is not None else None
         net = EntityEncoder(types, n_globals, grid=grid, **encoder)
         super().__init__(observation_space, net.out_dim)
         self.net = net

@@ -87,7 +87,8 @@ def wants_dict_observation(folder: Path) -> bool:
 
     if (folder / ENN_FOLDER).is_dir():
         return True
-    return Checkpoint.load(folder).trainer.get("policy", "mlp") == "attention"
+    checkpoint = Checkpoint.load(folder)
+    return checkpoint.env.grid or checkpoint.trainer.get("policy", "mlp") == "attention"
 
 
 def load_policy(folder: Path, *, deterministic: bool = True) -> Callable[[Any], np.ndarray]:
@@ -116,8 +117,7 @@ def load_policy(folder: Path, *, deterministic: bool = True) -> Callable[[Any], 
             MultiInputActorCriticPolicy,
         )
 
-        attention = checkpoint.trainer.get("policy", "mlp") == "attention"
-        cls = MultiInputActorCriticPolicy if attention else ActorCriticPolicy
+        cls = MultiInputActorCriticPolicy if wants_dict_observation(folder) else ActorCriticPolicy
         model = cls.load(str(folder / "policy.pth"), device="cpu")
     normalize: Callable[[np.ndarray], np.ndarray] = lambda obs: obs  # noqa: E731
     if checkpoint.normalize:

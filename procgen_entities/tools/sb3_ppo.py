@@ -236,8 +236,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         args.layers = previous.get("layers", args.layers)
         _truncate_metrics(out / "metrics.jsonl", done)
     attention = args.policy == "attention"
+    flat_grid = not attention and config.grid  # the MLP recipe plus a CNN over the image
     args.net = args.net or ("256" if attention else "256,256")
-    name = "MultiInputPolicy + EntityExtractor" if attention else "MlpPolicy"
+    name = ("MultiInputPolicy + EntityExtractor" if attention
+            else "MultiInputPolicy + FlatGridExtractor" if flat_grid else "MlpPolicy")  # fmt: skip
     checkpoint.trainer = {"trainer": f"stable-baselines3 PPO {name}", "seed": args.seed,
                           "envs": args.envs, "ent_coef": list(schedule), "net": args.net,
                           "policy": args.policy, **hyper}  # fmt: skip
@@ -246,7 +248,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     meta = {"game": args.game, "env": "sb3", "seed": args.seed, "tilemap": config.tilemap,
             "r_min": r_min, "r_max": r_max, "resumed_at": done, **checkpoint.trainer,
             "env_config": checkpoint.env.env_kwargs()}  # fmt: skip
-    env: Any = SB3VecEnv(make_env(config, args.envs, args.seed + done, flatten=not attention))
+    flatten = not (attention or flat_grid)
+    env: Any = SB3VecEnv(make_env(config, args.envs, args.seed + done, flatten=flatten))
     if attention:  # no obs statistics (the encoder's symlog), rewards normalised as in CleanRL
         checkpoint.normalize = False
         env = (
@@ -255,10 +258,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             else VecNormalize(env, norm_obs=False, norm_reward=True, gamma=hyper["gamma"])
         )
     elif checkpoint.normalize:
+        from procgen_entities.gymnasium.sb3 import normalized_keys
+
+        keys = normalized_keys(env.observation_space) if flat_grid else None
         env = (
             VecNormalize.load(str(args.resume / "vecnormalize.pkl"), env)
             if args.resume
-            else VecNormalize(env, gamma=hyper["gamma"])
+            else VecNormalize(env, gamma=hyper["gamma"], norm_obs_keys=keys)
         )
 
     def save(model: Any, name: str) -> None:
@@ -285,6 +291,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         extractor = {"d_model": args.d_model, "n_layers": args.layers}
         policy_kwargs = {"net_arch": layers, "features_extractor_class": EntityExtractor,
                          "features_extractor_kwargs": extractor}  # fmt: skip
+        model = PPO("MultiInputPolicy", env, seed=args.seed, verbose=0, device="cpu",
+                    ent_coef=schedule[0], policy_kwargs=policy_kwargs, **hyper)  # fmt: skip
+    elif flat_grid:
+        from procgen_entities.gymnasium.sb3 import FlatGridExtractor
+
+        policy_kwargs = {"net_arch": layers, "features_extractor_class": FlatGridExtractor}
         model = PPO("MultiInputPolicy", env, seed=args.seed, verbose=0, device="cpu",
                     ent_coef=schedule[0], policy_kwargs=policy_kwargs, **hyper)  # fmt: skip
     else:
