@@ -36,6 +36,14 @@ BytesLike = Union[bytes, bytearray, memoryview]
 _Self = TypeVar("_Self", bound="ProcgenStepper")
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, which taskset, cgroups' cpusets and
+    job schedulers narrow), not the machine's count: the default number of pool threads."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
 class ProcgenStepper:
     """``num_envs`` procgen envs of one game, stepped through an engine, their states parsed in
     place into ``step_values()`` arrays (see ProcgenVecEnv for the options)."""
@@ -63,7 +71,7 @@ class ProcgenStepper:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.num_envs = n = int(num_envs)
-        self.num_threads = int(num_threads or os.cpu_count() or 1)
+        self.num_threads = int(num_threads or usable_cpus())
         # Groups let one group's procgen stepping overlap the next one's get_state. They also
         # seed procgen (one rand_seed per group), so every engine keeps the same default.
         groups = num_groups or (2 if num_envs >= 8 else 1)

@@ -36,7 +36,8 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
     ``distribution_mode``, ``start_level``, ``num_levels`` and ``**procgen_options`` go to
     procgen (``use_generated_assets=True`` is refused: procgen's get_state aborts with it).
     ``seed`` seeds procgen's level sampling (None: random). ``num_threads``: threads of the pool
-    that steps and reads the envs (default: the number of cores). ``num_groups``: procgen vec
+    that steps and reads the envs (default: the CPUs this process may run on, its affinity; a step
+    never runs more threads at once than those). ``num_groups``: procgen vec
     envs the envs are split over (default: 2 when there are at least 8 envs; each group has its
     own procgen rand_seed, so the grouping is part of the configuration). ``relative_positions``
     adds ``rel_x``/``rel_y`` (position minus the player's) to every non-player entity type.
