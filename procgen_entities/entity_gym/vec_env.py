@@ -24,7 +24,7 @@ from procgen_entities.entity_gym.observation import (
     global_features,
     observation_space,
 )
-from procgen_entities.stepper import BytesLike, ProcgenStepper
+from procgen_entities.stepper import BytesLike, ProcgenStepper, locked
 from procgen_entities.tilemap import CameraConverter, tilemap_features
 
 __all__ = ["ProcgenVecEnv"]
@@ -96,6 +96,7 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
     def __len__(self) -> int:
         return self.num_envs
 
+    @locked
     def reset(self, obs_config: ObsSpace) -> VecObs:
         self.restart()
         obs = self._observe(obs_config)
@@ -104,6 +105,7 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
         obs.metrics.clear()
         return obs
 
+    @locked
     def act(self, actions: Mapping[str, RaggedBufferI64], obs_filter: ObsSpace) -> VecObs:
         self._check_open()
         chosen = actions[ACTION_NAME].as_array().reshape(-1).astype(np.int32)
@@ -112,6 +114,7 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
         self.step(chosen)
         return self._observe(obs_filter)
 
+    @locked
     def set_states(self, states: Sequence[BytesLike]) -> VecObs:
         """Restore saved get_state blobs (one per env; see ProcgenStepper.restore_states) and
         return their observation (the full observation space)."""
