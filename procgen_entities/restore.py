@@ -8,7 +8,8 @@ refuses a batch unless every blob
 2. is of the same game, grid size and options (every field of the header's options section but
    the env index) as the env it replaces;
 3. holds only values real states hold: entity types and tile ids seen in real play, and every
-   scalar, trailer value and entity field within the range measured over long rollouts of the
+   scalar, trailer value (each field of a trailer's entity records, such as starpilot's future
+   spawns, included) and entity field within the range measured over long rollouts of the
    game (games.value_ranges), exactly for small integer codes (themes, sprite ids, layers),
    with a margin for counters (up to the time limit), coordinates and velocities; entity floats
    must be finite;
@@ -30,7 +31,7 @@ import numpy as np
 
 from procgen_entities._parser import SCALAR_NAMES, SCALAR_POSITIONS
 from procgen_entities.errors import StateDecodeError
-from procgen_entities.games import ENTITY_INT_FIELDS, get_game, value_ranges
+from procgen_entities.games import ENTITY_FIELDS, ENTITY_INT_FIELDS, get_game, value_ranges
 from procgen_entities.parse import StateBatch, parse_states
 
 __all__ = ["OPTION_FIELDS", "check_restorable"]
@@ -106,8 +107,15 @@ def _check_ranges(batch: StateBatch, game: str) -> None:
     timeout_range = ranges.get("scalar.timeout", [0.0, 0.0])
     horizon = float(timeout_range[1])
 
-    def check(key: str, values: np.ndarray, is_int: bool, state_of: Any) -> None:
-        if key not in ranges or values.size == 0:
+    def check(
+        key: str, values: np.ndarray, is_int: bool, state_of: Any, required: bool = False
+    ) -> None:
+        if values.size == 0:
+            return
+        if key not in ranges:
+            if required:  # never held by a measured state: nothing says what procgen accepts
+                raise _refuse(int(state_of(0)), f"{key} never holds values in real {game} "
+                              "states", key)  # fmt: skip
             return
         lo, hi = _allowed(ranges[key][0], ranges[key][1], is_int, horizon)
         bad = np.flatnonzero(~((values >= lo) & (values <= hi)))
@@ -124,9 +132,14 @@ def _check_ranges(batch: StateBatch, game: str) -> None:
     for name, values in batch.extras.items():
         check(f"trailer.{name}", values.astype(np.float64), kinds[name] != "f", per_state)
     for name, values in batch.vectors.items():
-        if kinds[name] in ("vi", "vb", "vf"):
-            counts = batch.vector_counts[name]
-            owner = np.repeat(np.arange(len(counts)), counts)
+        counts = batch.vector_counts[name]
+        owner = np.repeat(np.arange(len(counts)), counts)
+        if kinds[name] == "ve":  # entity records (starpilot's future spawns): every field
+            for k, field in enumerate(ENTITY_FIELDS):
+                column = values[:, k].astype(np.float64)
+                is_int = field in ENTITY_INT_FIELDS
+                check(f"vector.{name}.{field}", column, is_int, owner.__getitem__, required=True)
+        else:
             check(
                 f"vector.{name}", values.astype(np.float64), kinds[name] != "vf", owner.__getitem__
             )
