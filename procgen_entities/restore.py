@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import select
 import signal
 import time
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -174,33 +175,70 @@ def _probe_child(game: str, states: Sequence[bytes], options: Dict[str, Any], st
 
 
 def _probe(game: str, states: Sequence[bytes], options: Dict[str, Any], steps: int) -> None:
-    """Run set_state + steps + render in a forked child; raise if it does not exit cleanly."""
+    """Run set_state + steps + render in a forked child; raise if it does not exit cleanly.
+
+    The child reports its verdict through a pipe rather than only its exit status: where the
+    application ignores SIGCHLD the kernel reaps children itself and waitpid() has no status to
+    give (it raised ChildProcessError). A pipe closed without a verdict is a crash."""
+    verdict_fd, report_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: only this thread exists; it never returns to the caller's code
         code = 0
         try:
+            os.close(verdict_fd)
             faulthandler.disable()  # a crash here is the expected outcome of a bad blob
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 2)  # procgen's fassert messages
             _probe_child(game, states, options, steps)
         except BaseException:
             code = 3
-        os._exit(code)
-    deadline = time.monotonic() + PROBE_TIMEOUT_S
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            raise _refuse(0, "procgen hung on the restored states", "set_state")
-        time.sleep(0.002)
-    if os.WIFSIGNALED(status):
+        try:
+            os.write(report_fd, bytes([code]))
+        finally:
+            os._exit(code)
+    os.close(report_fd)
+    try:
+        verdict = _read_verdict(verdict_fd, time.monotonic() + PROBE_TIMEOUT_S)
+    finally:
+        os.close(verdict_fd)
+    if verdict is None:
+        os.kill(pid, signal.SIGKILL)
+        _reap(pid, time.monotonic() + PROBE_TIMEOUT_S)
+        raise _refuse(0, "procgen hung on the restored states", "set_state")
+    status = _reap(pid, time.monotonic() + PROBE_TIMEOUT_S)
+    if status is not None and os.WIFSIGNALED(status):
         name = signal.Signals(os.WTERMSIG(status)).name
         raise _refuse(0, f"procgen crashed ({name}) on the restored states", "set_state")
-    if os.WEXITSTATUS(status) != 0:
+    if verdict == b"":
+        raise _refuse(0, "procgen crashed on the restored states", "set_state")
+    if verdict != b"\x00" or (status is not None and os.WEXITSTATUS(status) != 0):
         raise _refuse(0, "procgen failed on the restored states", "set_state")
+
+
+def _read_verdict(fd: int, deadline: float) -> Optional[bytes]:
+    """The child's one-byte verdict, b"" if it died without one, None if the deadline passed."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            return os.read(fd, 1)
+
+
+def _reap(pid: int, deadline: float) -> Optional[int]:
+    """The child's wait status; None where SIGCHLD is ignored (the kernel reaped it)."""
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                return os.waitpid(pid, 0)[1]
+            time.sleep(0.002)
+    except ChildProcessError:
+        return None
 
 
 def check_restorable(

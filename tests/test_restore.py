@@ -213,3 +213,60 @@ def test_spawner_records_are_range_checked(field: str, value: float) -> None:
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["count"] > 0
     assert out["outcome"] == f"vector.spawners.{field}"
+
+
+SIGCHLD_CHILD = """
+import json, os, signal, sys, warnings
+if os.environ.get("PROCGEN_ENTITIES_SANITIZER_RUN"):  # as in conftest.py
+    import cffi
+    _dlopen = cffi.FFI.dlopen
+    cffi.FFI.dlopen = lambda self, name, flags=0: _dlopen(self, name, flags & ~self.RTLD_DEEPBIND)
+warnings.simplefilter("ignore")
+from procgen_entities import StateDecodeError, restore
+from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
+if sys.argv[1] == "ignored":
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+real_probe = restore._probe_child
+def crash(*args):
+    os.kill(os.getpid(), signal.SIGSEGV)
+def fail(*args):
+    raise RuntimeError("procgen refused")
+outcomes = {}
+with ProcgenVecEnv("heist", 2, seed=3) as env:
+    env.reset(env.obs_space())
+    states = env.get_states()
+    for name, probe in (("real", real_probe), ("crash", crash), ("fail", fail)):
+        restore._probe_child = probe
+        try:
+            env.set_states(states[::-1])
+            outcomes[name] = "accepted"
+        except StateDecodeError as exc:
+            outcomes[name] = exc.reason
+    restore._probe_child = real_probe
+    outcomes["same"] = env.get_states() == states[::-1]
+print(json.dumps(outcomes))
+"""
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("sigchld", ["default", "ignored"])
+def test_trial_restore_works_when_sigchld_is_ignored(sigchld: str) -> None:
+    """The trial restore's verdict comes through a pipe: with SIGCHLD ignored the kernel reaps
+    the child and waitpid has no status (set_states raised ChildProcessError). The probe's
+    child is made to crash or fail here to show both still refuse the batch."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", SIGCHLD_CHILD, sigchld], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    crashed = "procgen crashed on" if sigchld == "ignored" else "procgen crashed (SIGSEGV) on"
+    assert out == {
+        "real": "accepted",
+        "crash": f"{crashed} the restored states",
+        "fail": "procgen failed on the restored states",
+        "same": True,
+    }
