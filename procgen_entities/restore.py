@@ -141,9 +141,9 @@ def _check_ranges(batch: StateBatch, game: str) -> None:
                 is_int = field in ENTITY_INT_FIELDS
                 check(f"vector.{name}.{field}", column, is_int, owner.__getitem__, required=True)
         else:
-            check(
-                f"vector.{name}", values.astype(np.float64), kinds[name] != "vf", owner.__getitem__
-            )
+            is_int = kinds[name] != "vf"
+            column = values.astype(np.float64)
+            check(f"vector.{name}", column, is_int, owner.__getitem__, required=True)
     owner = np.repeat(np.arange(len(batch.entity_counts)), batch.entity_counts)
     for k, field in enumerate(batch.entity_fields):
         is_int = field in ENTITY_INT_FIELDS
