@@ -145,6 +145,31 @@ def test_forked_child_gets_a_clear_error_and_can_close(kind: str) -> None:
 
 
 @pytest.mark.live
+def test_forked_child_can_make_and_step_its_own_env() -> None:
+    make, reset_args = ENVS["entity-gym procgen threads"]
+    child = textwrap.indent(
+        textwrap.dedent(
+            """
+            own = ProcgenVecEnv("bigfish", 8, seed=1, num_threads=2, engine="get_state")
+            space = own.obs_space()
+            own.reset(space)
+            for _ in range(20):
+                own.render()
+            same = own.get_states() == parent_states  # same seed, same first states
+            own.close()
+            env.close()
+            if not same:
+                os._exit(6)
+            """
+        ),
+        "    ",
+    ).strip()
+    code = FORK_CHILD.format(make=make, reset_args=reset_args, child=child)
+    code = code.replace("pid = os.fork()", "parent_states = env.get_states()\npid = os.fork()")
+    assert run_child(code)["status"] == 0
+
+
+@pytest.mark.live
 def test_pool_created_before_fork_works_in_the_child() -> None:
     """The C pool itself re-creates its workers after a fork (the stepper refuses anyway)."""
     out = run_child(
