@@ -45,7 +45,7 @@ def run_child(code: str, timeout: float = 240) -> Dict[str, Any]:
 
 
 @pytest.mark.live
-@pytest.mark.parametrize("threads", [2, 16, 2048])
+@pytest.mark.parametrize("threads", [2, 16, 512])  # 512: within small pid limits
 def test_oversubscribed_pool_steps_the_same_states(threads: int) -> None:
     rng = np.random.default_rng(3)
     acts = rng.integers(0, 15, (30, 12)).astype(np.int32)
