@@ -286,11 +286,21 @@ static pe_status walk_trailer(cursor *c, const pe_game_spec *spec, pe_layout *la
     return PE_OK;
 }
 
+/* Which trailer vector item `item` is (its index into layout->vector_counts). */
+static int vector_index(const pe_game_spec *spec, int32_t item) {
+    int v = 0;
+    for (int32_t i = 0; i < item; i++) v += spec->trailer_kinds[i] >= PE_T_VEC_I32;
+    return v;
+}
+
 double pe_trailer_item_value(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *spec,
                              int32_t item) {
     if (item < 0 || item >= spec->n_trailer) return 0.0;
+    uint8_t kind = spec->trailer_kinds[item];
+    /* A vector's length as measured, not re-read: the buffer may have changed since. */
+    if (kind >= PE_T_VEC_I32) return (double)layout->vector_counts[vector_index(spec, item)];
     const uint8_t *p = buf + layout->trailer_item_at[item];
-    return spec->trailer_kinds[item] == PE_T_F32 ? (double)pe_load_f32(p) : (double)pe_load_i32(p);
+    return kind == PE_T_F32 ? (double)pe_load_f32(p) : (double)pe_load_i32(p);
 }
 
 static int64_t invariant_value(const uint8_t *buf, const pe_layout *layout,
@@ -452,8 +462,12 @@ int64_t pe_vector_value_count(const pe_layout *layout, const pe_game_spec *spec)
     return total;
 }
 
+/* Every size comes from the layout pe_measure recorded, never from the buffer again: a
+ * caller's bytearray or mmap may change while the GIL is released (another thread), and a count
+ * re-read here once wrote past the arrays sized from the measured one. */
 static void fill_trailer(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *spec,
                          double *scalars, double *values) {
+    int v = 0;
     for (int i = 0; i < spec->n_trailer; i++) {
         uint8_t kind = spec->trailer_kinds[i];
         const uint8_t *p = buf + layout->trailer_item_at[i];
@@ -461,8 +475,8 @@ static void fill_trailer(const uint8_t *buf, const pe_layout *layout, const pe_g
             if (scalars) *scalars++ = read_value(p, kind == PE_T_F32);
             continue;
         }
+        int32_t count = layout->vector_counts[v++];
         if (values == NULL) continue;
-        int32_t count = pe_load_i32(p);
         p += 4;
         if (kind == PE_T_VEC_ENTITY) {
             for (int32_t k = 0; k < count; k++, p += PE_ENTITY_BYTES)

@@ -8,7 +8,8 @@ refuses a batch unless every blob
 2. is of the same game, grid size and options (every field of the header's options section but
    the env index) as the env it replaces;
 3. holds only values real states hold: entity types and tile ids seen in real play, and every
-   scalar, trailer value and entity field within the range measured over long rollouts of the
+   scalar, trailer value (each field of a trailer's entity records, such as starpilot's future
+   spawns, included) and entity field within the range measured over long rollouts of the
    game (games.value_ranges), exactly for small integer codes (themes, sprite ids, layers),
    with a margin for counters (up to the time limit), coordinates and velocities; entity floats
    must be finite;
@@ -22,15 +23,16 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import select
 import signal
 import time
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from procgen_entities._parser import SCALAR_NAMES, SCALAR_POSITIONS
 from procgen_entities.errors import StateDecodeError
-from procgen_entities.games import ENTITY_INT_FIELDS, get_game, value_ranges
+from procgen_entities.games import ENTITY_FIELDS, ENTITY_INT_FIELDS, get_game, value_ranges
 from procgen_entities.parse import StateBatch, parse_states
 
 __all__ = ["OPTION_FIELDS", "check_restorable"]
@@ -106,8 +108,15 @@ def _check_ranges(batch: StateBatch, game: str) -> None:
     timeout_range = ranges.get("scalar.timeout", [0.0, 0.0])
     horizon = float(timeout_range[1])
 
-    def check(key: str, values: np.ndarray, is_int: bool, state_of: Any) -> None:
-        if key not in ranges or values.size == 0:
+    def check(
+        key: str, values: np.ndarray, is_int: bool, state_of: Any, required: bool = False
+    ) -> None:
+        if values.size == 0:
+            return
+        if key not in ranges:
+            if required:  # never held by a measured state: nothing says what procgen accepts
+                raise _refuse(int(state_of(0)), f"{key} never holds values in real {game} "
+                              "states", key)  # fmt: skip
             return
         lo, hi = _allowed(ranges[key][0], ranges[key][1], is_int, horizon)
         bad = np.flatnonzero(~((values >= lo) & (values <= hi)))
@@ -124,12 +133,17 @@ def _check_ranges(batch: StateBatch, game: str) -> None:
     for name, values in batch.extras.items():
         check(f"trailer.{name}", values.astype(np.float64), kinds[name] != "f", per_state)
     for name, values in batch.vectors.items():
-        if kinds[name] in ("vi", "vb", "vf"):
-            counts = batch.vector_counts[name]
-            owner = np.repeat(np.arange(len(counts)), counts)
-            check(
-                f"vector.{name}", values.astype(np.float64), kinds[name] != "vf", owner.__getitem__
-            )
+        counts = batch.vector_counts[name]
+        owner = np.repeat(np.arange(len(counts)), counts)
+        if kinds[name] == "ve":  # entity records (starpilot's future spawns): every field
+            for k, field in enumerate(ENTITY_FIELDS):
+                column = values[:, k].astype(np.float64)
+                is_int = field in ENTITY_INT_FIELDS
+                check(f"vector.{name}.{field}", column, is_int, owner.__getitem__, required=True)
+        else:
+            is_int = kinds[name] != "vf"
+            column = values.astype(np.float64)
+            check(f"vector.{name}", column, is_int, owner.__getitem__, required=True)
     owner = np.repeat(np.arange(len(batch.entity_counts)), batch.entity_counts)
     for k, field in enumerate(batch.entity_fields):
         is_int = field in ENTITY_INT_FIELDS
@@ -161,33 +175,70 @@ def _probe_child(game: str, states: Sequence[bytes], options: Dict[str, Any], st
 
 
 def _probe(game: str, states: Sequence[bytes], options: Dict[str, Any], steps: int) -> None:
-    """Run set_state + steps + render in a forked child; raise if it does not exit cleanly."""
+    """Run set_state + steps + render in a forked child; raise if it does not exit cleanly.
+
+    The child reports its verdict through a pipe rather than only its exit status: where the
+    application ignores SIGCHLD the kernel reaps children itself and waitpid() has no status to
+    give (it raised ChildProcessError). A pipe closed without a verdict is a crash."""
+    verdict_fd, report_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: only this thread exists; it never returns to the caller's code
         code = 0
         try:
+            os.close(verdict_fd)
             faulthandler.disable()  # a crash here is the expected outcome of a bad blob
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 2)  # procgen's fassert messages
             _probe_child(game, states, options, steps)
         except BaseException:
             code = 3
-        os._exit(code)
-    deadline = time.monotonic() + PROBE_TIMEOUT_S
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            raise _refuse(0, "procgen hung on the restored states", "set_state")
-        time.sleep(0.002)
-    if os.WIFSIGNALED(status):
+        try:
+            os.write(report_fd, bytes([code]))
+        finally:
+            os._exit(code)
+    os.close(report_fd)
+    try:
+        verdict = _read_verdict(verdict_fd, time.monotonic() + PROBE_TIMEOUT_S)
+    finally:
+        os.close(verdict_fd)
+    if verdict is None:
+        os.kill(pid, signal.SIGKILL)
+        _reap(pid, time.monotonic() + PROBE_TIMEOUT_S)
+        raise _refuse(0, "procgen hung on the restored states", "set_state")
+    status = _reap(pid, time.monotonic() + PROBE_TIMEOUT_S)
+    if status is not None and os.WIFSIGNALED(status):
         name = signal.Signals(os.WTERMSIG(status)).name
         raise _refuse(0, f"procgen crashed ({name}) on the restored states", "set_state")
-    if os.WEXITSTATUS(status) != 0:
+    if verdict == b"":
+        raise _refuse(0, "procgen crashed on the restored states", "set_state")
+    if verdict != b"\x00" or (status is not None and os.WEXITSTATUS(status) != 0):
         raise _refuse(0, "procgen failed on the restored states", "set_state")
+
+
+def _read_verdict(fd: int, deadline: float) -> Optional[bytes]:
+    """The child's one-byte verdict, b"" if it died without one, None if the deadline passed."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            return os.read(fd, 1)
+
+
+def _reap(pid: int, deadline: float) -> Optional[int]:
+    """The child's wait status; None where SIGCHLD is ignored (the kernel reaped it)."""
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                return os.waitpid(pid, 0)[1]
+            time.sleep(0.002)
+    except ChildProcessError:
+        return None
 
 
 def check_restorable(

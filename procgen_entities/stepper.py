@@ -10,14 +10,26 @@ serializer from the pool; ``direct`` lets procgen step and reads the objects.
 Episode boundaries are procgen's: after an episode ends the states are already the next level's
 first ones, while ``reward`` and ``done`` describe the step that ended the episode; with the
 headless engine ``final_states`` holds the terminal ones, and ``defer_reset`` shows them first.
+
+Threads: an env may be shared between threads. Its calls (step, reset, render, get/set states,
+close, and the adapters' act/step/reset around them) take one lock, so they run one at a time;
+``close`` waits for a call in flight, and any call after it raises RuntimeError.
+
+Fork: an env does not survive ``os.fork()`` (what multiprocessing's "fork" start method does):
+procgen's threads and this package's stay in the parent. In the child, close (and the exit)
+work without touching them, and every other call raises RuntimeError; create envs after the
+fork, or use the "spawn" or "forkserver" start method.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import random
+import threading
 import warnings
-from typing import Any, List, Optional, Sequence, Tuple, TypeVar, Union
+import weakref
+from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar, Union, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -30,10 +42,43 @@ from procgen_entities.parse import SCALAR_NAMES, StateBatch, game_spec, parse_st
 from procgen_entities.procgen_envs import make_procgen_env
 from procgen_entities.restore import check_restorable
 
-__all__ = ["BytesLike", "ProcgenStepper"]
+__all__ = ["BytesLike", "ProcgenStepper", "locked"]
 
 BytesLike = Union[bytes, bytearray, memoryview]
 _Self = TypeVar("_Self", bound="ProcgenStepper")
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+#: Every open stepper of this process, for the fork handler.
+_OPEN: "weakref.WeakSet[ProcgenStepper]" = weakref.WeakSet()
+
+
+def locked(method: _Method) -> _Method:
+    """Run ``method`` under its object's ``_call_lock`` (re-entrant: a locked method may call
+    another): the native state an env steps, reads and frees is shared by all its calls."""
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._call_lock:
+            return method(self, *args, **kwargs)
+
+    return cast(_Method, call)
+
+
+def _after_fork_in_child() -> None:
+    for stepper in list(_OPEN):
+        stepper._left_behind_by_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, which taskset, cgroups' cpusets and
+    job schedulers narrow), not the machine's count: the default number of pool threads."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 class ProcgenStepper:
@@ -56,6 +101,8 @@ class ProcgenStepper:
         defer_reset: bool = False,
         **procgen_options: Any,
     ) -> None:
+        self._call_lock = threading.RLock()
+        self._forked = False
         self._closed = True
         self.game: Game = get_game(game)
         if engine not in ENGINES:
@@ -63,7 +110,7 @@ class ProcgenStepper:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.num_envs = n = int(num_envs)
-        self.num_threads = int(num_threads or os.cpu_count() or 1)
+        self.num_threads = int(num_threads or usable_cpus())
         # Groups let one group's procgen stepping overlap the next one's get_state. They also
         # seed procgen (one rand_seed per group), so every engine keeps the same default.
         groups = num_groups or (2 if num_envs >= 8 else 1)
@@ -118,6 +165,17 @@ class ProcgenStepper:
             self._footing,
         )  # fmt: skip
         self._fresh = True  # every env is at the first state of a level, nothing stepped yet
+        _OPEN.add(self)
+
+    def _left_behind_by_fork(self) -> None:
+        """In a forked child: the threads of procgen's envs and of the pool are gone (the pool
+        starts new ones itself, procgen's cannot), and the lock may be held by a thread that no
+        longer exists. Mark the envs closed so that neither close nor gym3's finaliser joins
+        procgen's missing threads; their memory is the parent's copy and is left as is."""
+        self._call_lock = threading.RLock()
+        self._forked = True
+        for env in self._envs:
+            env.closed = True
 
     # ---- procgen ----
 
@@ -181,6 +239,7 @@ class ProcgenStepper:
 
     # ---- stepping ----
 
+    @locked
     def restart(self, seed: Optional[int] = None) -> None:
         """New procgen envs unless nothing was stepped yet (with ``seed``: always, seeded with
         it; else the same seeds as before); then read them."""
@@ -197,6 +256,7 @@ class ProcgenStepper:
         self._terminal_written[:] = 0
         self.refresh()
 
+    @locked
     def step(self, chosen: npt.NDArray[np.int32]) -> None:
         """One step of every env with ``chosen[i]`` (procgen's 15 actions), then refresh."""
         self._check_open()
@@ -212,6 +272,7 @@ class ProcgenStepper:
             done = self._scalars[:, self._done] != 0
             self._truncated[:] = done & (cur_time_before + 1 >= self._scalars[:, self._timeout])
 
+    @locked
     def values_of(self, collector: Any) -> StepValues:
         """StepValues of the states in another collector of this stepper's size (e.g. the
         terminal states), in new arrays; slots it never held a state in get the current values."""
@@ -242,6 +303,7 @@ class ProcgenStepper:
         if self._footing is not None:
             self._collector.player_footing(self._footing)
 
+    @locked
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
         """Every env's 64x64 RGB frame (headless: rendered now by the game's own observe())."""
         self._check_open()
@@ -250,6 +312,7 @@ class ProcgenStepper:
         frames = [env.observe()[1]["rgb"] for env in self._envs]
         return np.concatenate(frames, axis=0)
 
+    @locked
     def close(self) -> None:
         if self._closed:
             return
@@ -273,6 +336,7 @@ class ProcgenStepper:
 
     # ---- states ----
 
+    @locked
     def get_states(self) -> List[bytes]:
         """The raw procgen get_state bytes of the current step, one per env (every engine:
         procgen's own serializer is called for them)."""
@@ -281,6 +345,7 @@ class ProcgenStepper:
             self._collect()
         return [self._collector.state_bytes(i) for i in range(self.num_envs)]
 
+    @locked
     def restore_states(self, states: Sequence[BytesLike]) -> None:
         """Restore saved get_state blobs, one per env. Every blob is validated before any env is
         touched (restore.py: the parse with the game's invariants, same game, grid and options,
@@ -303,6 +368,7 @@ class ProcgenStepper:
         self._read()
         self.refresh()
 
+    @locked
     def final_states(self) -> Tuple[npt.NDArray[np.int64], StateBatch]:
         """The terminal states of the episodes that ended at the last step (headless engine).
 
@@ -355,3 +421,9 @@ class ProcgenStepper:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("ProcgenVecEnv is closed")
+        if self._forked:
+            raise RuntimeError(
+                "this env was created before os.fork(), in the parent process: procgen's "
+                "threads and state stayed there. Create envs in the child (or use the 'spawn' "
+                "or 'forkserver' multiprocessing start method)"
+            )

@@ -5,6 +5,7 @@ render."""
 from __future__ import annotations
 
 import os
+import re
 import struct
 from typing import Dict, List
 
@@ -153,3 +154,118 @@ def test_mutated_blobs_never_crash_procgen(game: str) -> None:
 
 def hash_game(game: str) -> int:
     return int.from_bytes(game.encode(), "little") % (2**31)
+
+
+SPAWNER_CHILD = """
+import json, os, struct, sys, warnings
+if os.environ.get("PROCGEN_ENTITIES_SANITIZER_RUN"):  # as in conftest.py
+    import cffi
+    _dlopen = cffi.FFI.dlopen
+    cffi.FFI.dlopen = lambda self, name, flags=0: _dlopen(self, name, flags & ~self.RTLD_DEEPBIND)
+warnings.simplefilter("ignore")
+import numpy as np
+from ragged_buffer import RaggedBufferI64
+from procgen_entities import StateDecodeError, parse_states
+from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
+field, value = sys.argv[1], float(sys.argv[2])
+with ProcgenVecEnv("starpilot", 1, seed=5) as env:
+    space = env.obs_space()
+    env.reset(space)
+    one = np.ones(1, np.int64)
+    for t in range(30):
+        env.act({"move": RaggedBufferI64.from_flattened(np.array([[t % 15]]), one)}, space)
+    state = env.get_states()[0]
+    count = int(parse_states([state], game="starpilot").vector_counts["spawners"][0])
+    k = parse_states([state]).entity_fields.index(field)
+    at = len(state) - 4 - 124 * count + 4 * k  # the last spawner record's field
+    blob = bytearray(state)
+    if field in ("type", "image_type", "spawn_time"):
+        struct.pack_into("<i", blob, at, int(value))
+    else:
+        struct.pack_into("<f", blob, at, value)
+    try:
+        env.set_states([bytes(blob)])
+        outcome = "accepted"
+    except StateDecodeError as exc:
+        outcome = exc.field
+    env.set_states([state])  # the unedited state is still accepted
+    print(json.dumps({"count": count, "outcome": outcome}))
+"""
+
+
+@pytest.mark.live
+@pytest.mark.parametrize(
+    "field, value",
+    [("type", -(2**31)), ("type", 99), ("image_type", -7), ("x", float("nan")), ("vx", 1e30)],
+)
+def test_spawner_records_are_range_checked(field: str, value: float) -> None:
+    """starpilot's future spawns (the ``spawners`` trailer) hold entity records that procgen
+    only reads when the spawn time comes, after the trial restore's steps: a bad one crashed
+    every engine later. Each field is now held to its measured range (in a child process)."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", SPAWNER_CHILD, field, repr(value)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["count"] > 0
+    assert out["outcome"] == f"vector.spawners.{field}"
+
+
+SIGCHLD_CHILD = """
+import json, os, signal, sys, warnings
+if os.environ.get("PROCGEN_ENTITIES_SANITIZER_RUN"):  # as in conftest.py
+    import cffi
+    _dlopen = cffi.FFI.dlopen
+    cffi.FFI.dlopen = lambda self, name, flags=0: _dlopen(self, name, flags & ~self.RTLD_DEEPBIND)
+warnings.simplefilter("ignore")
+from procgen_entities import StateDecodeError, restore
+from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
+if sys.argv[1] == "ignored":
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+real_probe = restore._probe_child
+def crash(*args):
+    os.kill(os.getpid(), signal.SIGSEGV)
+def fail(*args):
+    raise RuntimeError("procgen refused")
+outcomes = {}
+with ProcgenVecEnv("heist", 2, seed=3) as env:
+    env.reset(env.obs_space())
+    states = env.get_states()
+    for name, probe in (("real", real_probe), ("crash", crash), ("fail", fail)):
+        restore._probe_child = probe
+        try:
+            env.set_states(states[::-1])
+            outcomes[name] = "accepted"
+        except StateDecodeError as exc:
+            outcomes[name] = exc.reason
+    restore._probe_child = real_probe
+    outcomes["same"] = env.get_states() == states[::-1]
+print(json.dumps(outcomes))
+"""
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("sigchld", ["default", "ignored"])
+def test_trial_restore_works_when_sigchld_is_ignored(sigchld: str) -> None:
+    """The trial restore's verdict comes through a pipe: with SIGCHLD ignored the kernel reaps
+    the child and waitpid has no status (set_states raised ChildProcessError). The probe's
+    child is made to crash or fail here to show both still refuse the batch."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", SIGCHLD_CHILD, sigchld], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    # the signal's name where waitpid can tell it (SIGABRT under ASan, which catches SIGSEGV)
+    crashed = r"procgen crashed on" if sigchld == "ignored" else r"procgen crashed \(SIG\w+\) on"
+    assert re.fullmatch(crashed + " the restored states", out.pop("crash")), out
+    failed = "procgen failed on the restored states"
+    assert out == {"real": "accepted", "fail": failed, "same": True}

@@ -7,10 +7,10 @@ and mode) plays ``--steps`` steps with ``--envs`` envs: each env presses one fav
 of the time and a random one otherwise, so that agents also get far into levels. Every state of
 every step is parsed with the C parser (so every one is checked against the game's invariants),
 and per game the minimum and maximum of every header/base scalar, trailer scalar, trailer vector
-item and entity field are kept, with the entity types and tile ids seen and the most entities of
-each type in one state (games.default_caps, the Gymnasium adapter's caps). restore.py refuses
-blobs whose values fall outside these ranges (with a margin for counters and coordinates), which
-keeps states that procgen would crash on away from its set_state.
+item (per field for entity records) and entity field are kept, with the entity types and tile ids
+seen and the most entities of each type in one state (games.default_caps, the Gymnasium adapter's
+caps). restore.py refuses blobs whose values fall outside these ranges (with a margin for counters
+and coordinates), which keeps states that procgen would crash on away from its set_state.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from procgen_entities.games import GAME_NAMES, get_game
+from procgen_entities.games import ENTITY_FIELDS, GAME_NAMES, get_game
 from procgen_entities.parse import parse_states
 from procgen_entities.procgen_envs import valid_modes
 
@@ -81,7 +81,11 @@ def rollout(game: str, mode: str, envs: int, steps: int, ranges: Ranges) -> None
             for name, values in batch.extras.items():
                 ranges.add(f"trailer.{name}", np.asarray(values, dtype=np.float64))
             for name, kind in info.trailer:
-                if kind.startswith("v") and kind != "ve":
+                if kind == "ve":  # entity records (starpilot's future spawns): per field
+                    records = np.asarray(batch.vectors[name], dtype=np.float64)
+                    for k, field in enumerate(ENTITY_FIELDS):
+                        ranges.add(f"vector.{name}.{field}", records[:, k])
+                elif kind.startswith("v"):
                     ranges.add(f"vector.{name}", np.asarray(batch.vectors[name], dtype=np.float64))
             for k, field in enumerate(batch.entity_fields):
                 ranges.add(f"entity.{field}", batch.entities[:, k].astype(np.float64))

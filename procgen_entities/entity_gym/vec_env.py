@@ -24,7 +24,7 @@ from procgen_entities.entity_gym.observation import (
     global_features,
     observation_space,
 )
-from procgen_entities.stepper import BytesLike, ProcgenStepper
+from procgen_entities.stepper import BytesLike, ProcgenStepper, locked
 from procgen_entities.tilemap import CameraConverter, tilemap_features
 
 __all__ = ["ProcgenVecEnv"]
@@ -36,7 +36,8 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
     ``distribution_mode``, ``start_level``, ``num_levels`` and ``**procgen_options`` go to
     procgen (``use_generated_assets=True`` is refused: procgen's get_state aborts with it).
     ``seed`` seeds procgen's level sampling (None: random). ``num_threads``: threads of the pool
-    that steps and reads the envs (default: the number of cores). ``num_groups``: procgen vec
+    that steps and reads the envs (default: the CPUs this process may run on, its affinity; a step
+    never runs more threads at once than those). ``num_groups``: procgen vec
     envs the envs are split over (default: 2 when there are at least 8 envs; each group has its
     own procgen rand_seed, so the grouping is part of the configuration). ``relative_positions``
     adds ``rel_x``/``rel_y`` (position minus the player's) to every non-player entity type.
@@ -95,6 +96,7 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
     def __len__(self) -> int:
         return self.num_envs
 
+    @locked
     def reset(self, obs_config: ObsSpace) -> VecObs:
         self.restart()
         obs = self._observe(obs_config)
@@ -103,6 +105,7 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
         obs.metrics.clear()
         return obs
 
+    @locked
     def act(self, actions: Mapping[str, RaggedBufferI64], obs_filter: ObsSpace) -> VecObs:
         self._check_open()
         chosen = actions[ACTION_NAME].as_array().reshape(-1).astype(np.int32)
@@ -111,6 +114,7 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
         self.step(chosen)
         return self._observe(obs_filter)
 
+    @locked
     def set_states(self, states: Sequence[BytesLike]) -> VecObs:
         """Restore saved get_state blobs (one per env; see ProcgenStepper.restore_states) and
         return their observation (the full observation space)."""

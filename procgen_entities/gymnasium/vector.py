@@ -45,7 +45,7 @@ from procgen_entities.gymnasium.observation import (
     resolve_caps,
     tile_caps,
 )
-from procgen_entities.stepper import ProcgenStepper
+from procgen_entities.stepper import ProcgenStepper, locked
 from procgen_entities.tilemap import (
     DEFAULT_CHUNK,
     CameraConverter,
@@ -71,6 +71,9 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     CNN; entities stay entities. Actions: procgen's 15
     (``metadata["action_labels"]``). Other keywords go to the stepper / procgen
     (distribution_mode, num_levels, start_level, num_threads, ...).
+
+    Threads and fork as in stepper.py: calls take the stepper's lock (one at a time, ``close``
+    waits for a call in flight); in a forked child only ``close`` works.
     """
 
     metadata: Dict[str, Any] = {
@@ -158,6 +161,11 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self._returns = np.zeros(num_envs, dtype=np.float64)
         self._lengths = np.zeros(num_envs, dtype=np.int64)
 
+    @property
+    def _call_lock(self) -> Any:
+        """The stepper's lock (replaced in a forked child), taken by the @locked methods."""
+        return self._stepper._call_lock
+
     # ---- spaces ----
 
     def _single_space(self) -> spaces.Space:
@@ -182,6 +190,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
 
     # ---- Gymnasium ----
 
+    @locked
     def reset(
         self, *, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None
     ) -> Tuple[Any, Dict[str, Any]]:
@@ -192,6 +201,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         obs, dropped = self._observe(self._stepper._collector)
         return obs, self._info(dropped)
 
+    @locked
     def step(
         self, actions: npt.ArrayLike
     ) -> Tuple[
@@ -230,6 +240,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             self._lengths[ended] = 0
         return obs, reward, terminated, truncated, info
 
+    @locked
     def render(self) -> Any:
         """Every env's 64x64 RGB frame, [n, 64, 64, 3] (rendered on demand when headless)."""
         return self._stepper.render() if self.render_mode == "rgb_array" else None
@@ -337,9 +348,11 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
 
     # ---- beyond Gymnasium ----
 
+    @locked
     def get_states(self) -> List[bytes]:
         return self._stepper.get_states()
 
+    @locked
     def set_states(self, states: List[bytes]) -> Any:
         """Restore saved states (validated first, see ProcgenStepper.restore_states) and return
         their observation."""
