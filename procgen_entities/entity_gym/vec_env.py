@@ -24,6 +24,7 @@ from procgen_entities.entity_gym.observation import (
     global_features,
     observation_space,
 )
+from procgen_entities.errors import UsageError
 from procgen_entities.stepper import BytesLike, ProcgenStepper
 from procgen_entities.tilemap import CameraConverter, tilemap_features
 
@@ -105,10 +106,10 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
 
     def act(self, actions: Mapping[str, RaggedBufferI64], obs_filter: ObsSpace) -> VecObs:
         self._check_open()
-        chosen = actions[ACTION_NAME].as_array().reshape(-1).astype(np.int32)
+        chosen = actions[ACTION_NAME].as_array().reshape(-1)
         if chosen.shape[0] != self.num_envs:
-            raise ValueError(f"expected one {ACTION_NAME!r} action per env ({self.num_envs})")
-        self.step(chosen)
+            raise UsageError(f"expected one {ACTION_NAME!r} action per env ({self.num_envs})")
+        self.step(chosen)  # checks the actions' dtype and range
         return self._observe(obs_filter)
 
     def set_states(self, states: Sequence[BytesLike]) -> VecObs:
