@@ -133,10 +133,9 @@ def procgen_options(game: str, options: Dict[str, Any]) -> Dict[str, Any]:
         out.update(distribution_mode="hard", num_levels=1, start_level=EXPLORATION_LEVELS[game])
     start = out["start_level"] = _int_option("start_level", out.get("start_level", 0), 0)
     levels = out["num_levels"] = _int_option("num_levels", out.get("num_levels", 0), 0)
-    if start + levels > SEED_LIMIT:
+    if start + levels >= SEED_LIMIT:  # procgen stores it (level_seed_high) in a C int
         raise UsageError(
-            f"start_level + num_levels must be at most {SEED_LIMIT} (the levels' seeds are "
-            f"ints), got {start} + {levels}"
+            f"start_level + num_levels must be below {SEED_LIMIT}, got {start} + {levels}"
         )
     if "num_threads" in out:
         name = "procgen_threads (procgen's num_threads)"

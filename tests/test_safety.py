@@ -54,7 +54,7 @@ BAD_OPTIONS = [
     ("resource_root=EMPTY", "resource_root"),
     ("start_level=1.5", "start_level"),
     ("start_level=2**31", "start_level"),
-    ("start_level=2**31 - 1, num_levels=2", "start_level + num_levels"),
+    ("start_level=2**31 - 1, num_levels=1", "start_level + num_levels"),
     ("num_levels=True", "num_levels"),
     ("seed=1.5", "seed"),
     ("num_groups=1.5", "num_groups"),

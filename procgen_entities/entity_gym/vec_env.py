@@ -36,10 +36,13 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
 
     ``distribution_mode``, ``start_level``, ``num_levels`` and ``**procgen_options`` go to
     procgen (``use_generated_assets=True`` is refused: procgen's get_state aborts with it).
-    ``seed`` seeds procgen's level sampling (None: random). ``num_threads``: threads of the pool
+    ``seed`` seeds procgen's level sampling (None: random; any integer, folded into procgen's
+    [0, 2**31) by procgen_envs.fold_seed). ``num_threads``: threads of the pool
     that steps and reads the envs (default: the number of cores). ``num_groups``: procgen vec
     envs the envs are split over (default: 2 when there are at least 8 envs; each group has its
-    own procgen rand_seed, so the grouping is part of the configuration). ``relative_positions``
+    own procgen rand_seed, so the grouping is part of the configuration). ``group_seeding``:
+    "derived" (group 0 gets the seed, the others seeds hashed from it and their index) or
+    "consecutive" (seed + g, as before; see procgen_envs.group_seeds). ``relative_positions``
     adds ``rel_x``/``rel_y`` (position minus the player's) to every non-player entity type.
     ``tilemap`` ("tiles", "runs", "columns", "chunks" or None) adds the tilemap's entity types
     (see tilemap.py), cropped to what procgen shows the agent (the state's camera square), with
