@@ -366,3 +366,19 @@ def test_state_files_are_read_up_to_procgens_largest_state(tmp_path: Path) -> No
     broken.write_bytes(gzip.compress(state)[:-20])
     with pytest.raises(DumpError, match="corrupt gzip"):
         load_state(str(broken))
+
+
+def test_sb3_make_vec_env_with_the_largest_seed_sb3_draws() -> None:
+    """SB3 seeds env i with seed + i for a uint32 seed it draws when none is given: seeds past
+    2**31 (half of its draws) used to reach gym3's option check as a bare AssertionError."""
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.env_util import make_vec_env
+
+    import procgen_entities.gymnasium  # noqa: F401 (registers the ids)
+
+    env = make_vec_env("procgen_entities/coinrun-v0", n_envs=2, seed=2**32 - 1)
+    try:
+        env.reset()
+        env.step(np.array([7, 7]))
+    finally:
+        env.close()
