@@ -106,7 +106,7 @@ class ProcgenStepper:
             options["num_threads"] = procgen_threads
         # checked (and exploration translated) before procgen sees them: procgen exits on some
         self._procgen_kwargs = procgen_options_of(self.game.name, options)
-        bounds = np.linspace(0, num_envs, groups + 1).round().astype(int)
+        bounds = np.linspace(0, n, int(groups) + 1).round().astype(int)
         self._group_sizes = [int(b - a) for a, b in zip(bounds[:-1], bounds[1:])]
         self._group_starts = [int(a) for a in bounds[:-1]]
         self._spec = game_spec(self.game.name)
