@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, Optional, Sequence, Tuple, Union
@@ -61,13 +62,25 @@ class StateBatch:
         return np.concatenate(([0], np.cumsum(self.entity_counts)))
 
     def state_entities(self, i: int) -> npt.NDArray[np.float32]:
+        """State ``i``'s entity rows (a negative ``i`` counts from the end, as in a list)."""
+        i = self._index(i)
         offsets = self.entity_offsets
         return self.entities[offsets[i] : offsets[i + 1]]
 
     def vector(self, name: str, i: int) -> np.ndarray:
+        """State ``i``'s items of trailer vector ``name`` (``i`` as for state_entities)."""
         counts = self.vector_counts[name]
+        i = self._index(i)
         start = int(counts[:i].sum())
         return self.vectors[name][start : start + int(counts[i])]
+
+    def _index(self, i: int) -> int:
+        """A state index as a list takes it: negative from the end, IndexError outside."""
+        n = len(self)
+        index = operator.index(i)
+        if not -n <= index < n:
+            raise IndexError(f"state index {index} out of range for a batch of {n} states")
+        return index % n
 
     @classmethod
     def from_parts(

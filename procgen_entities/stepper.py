@@ -36,15 +36,18 @@ import numpy.typing as npt
 
 from procgen_entities import _collector
 from procgen_entities.engine import ENGINES, bind_engine
-from procgen_entities.features import VECTOR_HEAD_ITEMS, StepValues
+from procgen_entities.errors import UsageError
+from procgen_entities.features import ACTION_LABELS, VECTOR_HEAD_ITEMS, StepValues
 from procgen_entities.games import Game, get_game
 from procgen_entities.parse import SCALAR_NAMES, StateBatch, game_spec, parse_states
-from procgen_entities.procgen_envs import make_procgen_env
+from procgen_entities.procgen_envs import check_num_envs, group_seeds, make_procgen_env
+from procgen_entities.procgen_envs import procgen_options as procgen_options_of
 from procgen_entities.restore import check_restorable
 
 __all__ = ["BytesLike", "ProcgenStepper", "locked"]
 
 BytesLike = Union[bytes, bytearray, memoryview]
+NUM_ACTIONS = len(ACTION_LABELS)  # procgen's 15 actions
 _Self = TypeVar("_Self", bound="ProcgenStepper")
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 
@@ -81,6 +84,24 @@ def usable_cpus() -> int:
     return os.cpu_count() or 1
 
 
+def check_actions(actions: npt.ArrayLike, num_envs: int) -> npt.NDArray[np.int32]:
+    """``actions`` as int32[num_envs], or a UsageError: one integer per env (shape (n,) or
+    (n, 1)) in [0, 15). procgen itself would truncate floats and treat -1 (or a uint32 that wraps
+    to it) as "end the episode now"; one min/max pass keeps this cheap."""
+    chosen = np.asarray(actions)
+    if chosen.shape not in ((num_envs,), (num_envs, 1)):
+        raise UsageError(
+            f"expected one action per env, shape ({num_envs},), got shape {chosen.shape}"
+        )
+    if chosen.dtype.kind not in "iu":
+        raise UsageError(f"actions must be integers (procgen's 15 actions), got {chosen.dtype}")
+    low, high = int(chosen.min()), int(chosen.max())
+    if low < 0 or high >= NUM_ACTIONS:
+        bad = low if low < 0 else high
+        raise UsageError(f"actions must be in [0, {NUM_ACTIONS}), got {bad}")
+    return chosen.reshape(num_envs).astype(np.int32, copy=False)
+
+
 class ProcgenStepper:
     """``num_envs`` procgen envs of one game, stepped through an engine, their states parsed in
     place into ``step_values()`` arrays (see ProcgenVecEnv for the options)."""
@@ -99,6 +120,7 @@ class ProcgenStepper:
         procgen_threads: Optional[int] = None,
         engine: str = "auto",
         defer_reset: bool = False,
+        group_seeding: str = "derived",
         **procgen_options: Any,
     ) -> None:
         self._call_lock = threading.RLock()
@@ -107,25 +129,31 @@ class ProcgenStepper:
         self.game: Game = get_game(game)
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        self.num_envs = n = int(num_envs)
+        self.num_envs = n = check_num_envs(num_envs)
         self.num_threads = int(num_threads or usable_cpus())
         # Groups let one group's procgen stepping overlap the next one's get_state. They also
         # seed procgen (one rand_seed per group), so every engine keeps the same default.
-        groups = num_groups or (2 if num_envs >= 8 else 1)
-        if not 1 <= groups <= num_envs:
-            raise ValueError(f"num_groups must be in [1, num_envs], got {groups}")
-        self._seed = random.SystemRandom().randrange(2**31 - 1) if seed is None else int(seed)
-        self._procgen_kwargs = dict(
+        groups = num_groups or (2 if n >= 8 else 1)
+        if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
+            raise UsageError(f"num_groups must be an int, got {groups!r}")
+        if not 1 <= groups <= n:
+            raise UsageError(f"num_groups must be in [1, num_envs], got {groups}")
+        # every seed is folded into procgen's range; each group gets its own level stream
+        group_seeds(0, 1, group_seeding)  # refuse an unknown seeding before procgen starts
+        self._group_seeding = group_seeding
+        self._seed = random.SystemRandom().randrange(2**31 - 1) if seed is None else seed
+        self._group_seeds = group_seeds(self._seed, int(groups), group_seeding)
+        options = dict(
             distribution_mode=distribution_mode,
             start_level=start_level,
             num_levels=num_levels,
             **procgen_options,
         )
         if procgen_threads is not None:
-            self._procgen_kwargs["num_threads"] = int(procgen_threads)
-        bounds = np.linspace(0, num_envs, groups + 1).round().astype(int)
+            options["num_threads"] = procgen_threads
+        # checked (and exploration translated) before procgen sees them: procgen exits on some
+        self._procgen_kwargs = procgen_options_of(self.game.name, options)
+        bounds = np.linspace(0, n, int(groups) + 1).round().astype(int)
         self._group_sizes = [int(b - a) for a, b in zip(bounds[:-1], bounds[1:])]
         self._group_starts = [int(a) for a in bounds[:-1]]
         self._spec = game_spec(self.game.name)
@@ -182,7 +210,7 @@ class ProcgenStepper:
     def _make_envs(self) -> None:
         for i, size in enumerate(self._group_sizes):
             env = make_procgen_env(
-                self.game.name, size, rand_seed=self._seed + i, **self._procgen_kwargs
+                self.game.name, size, rand_seed=self._group_seeds[i], **self._procgen_kwargs
             )
             self._envs.append(env)
             ffi = env._ffi
@@ -244,12 +272,17 @@ class ProcgenStepper:
         """New procgen envs unless nothing was stepped yet (with ``seed``: always, seeded with
         it; else the same seeds as before); then read them."""
         self._check_open()
-        if seed is not None:
-            self._seed = int(seed)
+        if seed is not None:  # checked and folded before any env is touched
+            self._group_seeds = group_seeds(seed, len(self._group_sizes), self._group_seeding)
+            self._seed = seed
             self._fresh = False
         if not self._fresh:
-            self._close_envs()
-            self._make_envs()
+            try:
+                self._close_envs()
+                self._make_envs()
+            except BaseException:
+                self.close()  # never an open env without its procgen envs (it would freeze)
+                raise
         self._fresh = False
         self._read()
         self._truncated[:] = 0
@@ -257,14 +290,14 @@ class ProcgenStepper:
         self.refresh()
 
     @locked
-    def step(self, chosen: npt.NDArray[np.int32]) -> None:
-        """One step of every env with ``chosen[i]`` (procgen's 15 actions), then refresh."""
+    def step(self, chosen: npt.ArrayLike) -> None:
+        """One step of every env with ``chosen[i]`` (procgen's 15 actions, checked: see
+        check_actions), then refresh."""
         self._check_open()
+        actions = check_actions(chosen, self.num_envs)
         self._fresh = False
-        if chosen.shape != (self.num_envs,):
-            raise ValueError(f"expected one action per env ({self.num_envs}), got {chosen.shape}")
         cur_time_before = self._scalars[:, self._cur_time].copy()
-        self._step(chosen.astype(np.int32, copy=False))
+        self._step(actions)
         self.refresh()
         if self.engine != "headless":
             # procgen stepped: an episode that ended on the step that reached the time limit

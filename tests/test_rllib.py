@@ -336,8 +336,9 @@ def test_episode_records_of_rllib_results() -> None:
 
 
 def test_runner_seeds_give_each_runner_its_own_levels() -> None:
-    """RLlib would reset runner i with seed + i, and an EntityVectorEnv seeded s seeds its procgen
-    groups s, s+1: neighbouring runners would share levels. set_up_runner spreads them."""
+    """RLlib would reset runner i with seed + i. An EntityVectorEnv seeded s once seeded its
+    procgen groups s, s+1 (neighbouring runners shared levels); its groups' seeds are derived
+    now, and set_up_runner still spreads the runners' seeds."""
     from types import SimpleNamespace
 
     from procgen_entities.gymnasium import EntityVectorEnv
@@ -351,8 +352,8 @@ def test_runner_seeds_give_each_runner_its_own_levels() -> None:
     options = env_options("bigfish")
     envs = [EntityVectorEnv("bigfish", 8, **options) for _ in range(3)]
     try:
-        # RLlib's scheme: the second group of runner 1 is the first group of runner 2.
-        assert level_seeds(envs[0], 7) & level_seeds(envs[1], 8)
+        # RLlib's scheme no longer makes runner 1's second group runner 2's first one
+        assert not level_seeds(envs[0], 7) & level_seeds(envs[1], 8)
         seen = []
         for index, env in zip((1, 2), envs):
             set_up_runner(env_runner=SimpleNamespace(worker_index=index), env=env, seed=7,

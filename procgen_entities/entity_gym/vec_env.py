@@ -24,6 +24,7 @@ from procgen_entities.entity_gym.observation import (
     global_features,
     observation_space,
 )
+from procgen_entities.errors import UsageError
 from procgen_entities.stepper import BytesLike, ProcgenStepper, locked
 from procgen_entities.tilemap import CameraConverter, tilemap_features
 
@@ -35,11 +36,14 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
 
     ``distribution_mode``, ``start_level``, ``num_levels`` and ``**procgen_options`` go to
     procgen (``use_generated_assets=True`` is refused: procgen's get_state aborts with it).
-    ``seed`` seeds procgen's level sampling (None: random). ``num_threads``: threads of the pool
+    ``seed`` seeds procgen's level sampling (None: random; any integer, folded into procgen's
+    [0, 2**31) by procgen_envs.fold_seed). ``num_threads``: threads of the pool
     that steps and reads the envs (default: the CPUs this process may run on, its affinity; a step
     never runs more threads at once than those). ``num_groups``: procgen vec
     envs the envs are split over (default: 2 when there are at least 8 envs; each group has its
-    own procgen rand_seed, so the grouping is part of the configuration). ``relative_positions``
+    own procgen rand_seed, so the grouping is part of the configuration). ``group_seeding``:
+    "derived" (group 0 gets the seed, the others seeds hashed from it and their index) or
+    "consecutive" (seed + g, as before; see procgen_envs.group_seeds). ``relative_positions``
     adds ``rel_x``/``rel_y`` (position minus the player's) to every non-player entity type.
     ``tilemap`` ("tiles", "runs", "columns", "chunks" or None) adds the tilemap's entity types
     (see tilemap.py), cropped to what procgen shows the agent (the state's camera square), with
@@ -108,10 +112,10 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
     @locked
     def act(self, actions: Mapping[str, RaggedBufferI64], obs_filter: ObsSpace) -> VecObs:
         self._check_open()
-        chosen = actions[ACTION_NAME].as_array().reshape(-1).astype(np.int32)
+        chosen = actions[ACTION_NAME].as_array().reshape(-1)
         if chosen.shape[0] != self.num_envs:
-            raise ValueError(f"expected one {ACTION_NAME!r} action per env ({self.num_envs})")
-        self.step(chosen)
+            raise UsageError(f"expected one {ACTION_NAME!r} action per env ({self.num_envs})")
+        self.step(chosen)  # checks the actions' dtype and range
         return self._observe(obs_filter)
 
     @locked

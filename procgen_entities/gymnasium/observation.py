@@ -9,6 +9,7 @@ also defines the flat form (``flatten``/``unflatten``): per type its [cap * F] v
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Tuple, Union
 
@@ -16,13 +17,17 @@ import numpy as np
 import numpy.typing as npt
 
 from procgen_entities import _collector
+from procgen_entities.errors import UsageError
 from procgen_entities.features import FeatureSpace
 from procgen_entities.games import Game, default_caps
 
-__all__ = ["GLOBAL_KEY", "GRID_KEY", "PaddedObservation", "resolve_caps"]
+__all__ = ["GLOBAL_KEY", "GRID_KEY", "MAX_ENTITY_CAP", "PaddedObservation", "resolve_caps"]
 
 GLOBAL_KEY = "global"
 GRID_KEY = "grid"
+#: The largest ``max_entities`` cap (per type): 64x64 cells, a whole procgen grid. Caps are
+#: allocated for every env and type at once (10**7 would take 5.7 GB), so larger ones are refused.
+MAX_ENTITY_CAP = 64 * 64
 
 
 def tile_caps(mode: Optional[str], names: List[str], window: int, chunk: int) -> Dict[str, int]:
@@ -52,19 +57,31 @@ def resolve_caps(
     """Cap per entity type: games.default_caps for entities, ``tiles`` for tilemap types;
     ``max_entities`` (an int for all types or a dict per type) overrides them."""
     caps = {**default_caps(game.name), **tiles}
-    if isinstance(max_entities, int):
-        if max_entities < 1:
-            raise ValueError(f"max_entities must be >= 1, got {max_entities}")
-        caps = dict.fromkeys(caps, max_entities)
-    elif max_entities is not None:
+    if isinstance(max_entities, Mapping):
         unknown = sorted(set(max_entities) - set(space.entities))
         if unknown:
-            raise ValueError(f"{game.name}: no entity types {unknown}")
+            raise UsageError(f"{game.name}: no entity types {unknown}")
         for name, cap in max_entities.items():
-            if cap < 1:
-                raise ValueError(f"max_entities[{name!r}] must be >= 1, got {cap}")
-            caps[name] = int(cap)
+            caps[name] = _cap(f"max_entities[{name!r}]", cap)
+    elif max_entities is not None:
+        caps = dict.fromkeys(caps, _cap("max_entities", max_entities))
     return {name: caps[name] for name in space.entities}
+
+
+def _cap(name: str, value: object) -> int:
+    """A cap as an int in [1, MAX_ENTITY_CAP], or a UsageError."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        cap = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise UsageError(f"{name} must be an int, got {value!r}") from None
+    if not 1 <= cap <= MAX_ENTITY_CAP:
+        raise UsageError(
+            f"{name} must be in [1, {MAX_ENTITY_CAP}], got {cap} (the observation holds cap "
+            "rows per env and entity type; no procgen level has more)"
+        )
+    return cap
 
 
 @dataclass

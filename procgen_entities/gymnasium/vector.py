@@ -45,7 +45,7 @@ from procgen_entities.gymnasium.observation import (
     resolve_caps,
     tile_caps,
 )
-from procgen_entities.stepper import ProcgenStepper, locked
+from procgen_entities.stepper import ProcgenStepper, check_actions, locked
 from procgen_entities.tilemap import (
     DEFAULT_CHUNK,
     CameraConverter,
@@ -118,7 +118,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             raise
         self.engine = self._stepper.engine
         self.game = self._stepper.game
-        self.num_envs = num_envs
+        self.num_envs = num_envs = self._stepper.num_envs
         self.render_mode = render_mode
         tile_entities = tilemap_features(self.game.name, tilemap, window=True) if tilemap else {}
         self._space: FeatureSpace = feature_space(
@@ -207,7 +207,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     ) -> Tuple[
         Any, npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.bool_], Dict[str, Any]
     ]:
-        chosen = np.asarray(actions).reshape(-1).astype(np.int32)
+        chosen = check_actions(actions, self.num_envs)  # before anything changes
         stepper = self._stepper
         resetting = stepper._pending_reset.astype(bool)  # NEXT_STEP: these only reset now
         stepper.step(chosen)
@@ -355,8 +355,11 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     @locked
     def set_states(self, states: List[bytes]) -> Any:
         """Restore saved states (validated first, see ProcgenStepper.restore_states) and return
-        their observation."""
+        their observation. Episode statistics (``info["episode"]``) restart from the restored
+        states: their return and length count the steps taken after the restore."""
         self._stepper.restore_states(states)
+        self._returns[:] = 0.0
+        self._lengths[:] = 0
         return self._observe(self._stepper._collector)[0]
 
 

@@ -15,9 +15,9 @@ __all__ = ["EPISODES_KEY", "RUNNER_SEED_STRIDE", "record_episode", "runner_seed"
 #: Metrics key of the per-episode records (an RLlib "item_series": every finished episode).
 EPISODES_KEY = "procgen_entities_episodes"
 
-#: Seeds of two EnvRunners are this far apart. An EntityVectorEnv reset with seed s seeds its
-#: procgen groups s, s+1, ... (a SyncVectorEnv its envs s, s+1, ...), so runners seeded 1 apart
-#: (RLlib's own scheme, config.seed + worker_index) would replay each other's levels.
+#: Seeds of two EnvRunners are this far apart. An EntityVectorEnv seeded s derives its other
+#: procgen groups' seeds from s, but a SyncVectorEnv seeds its envs s, s+1, ..., so runners seeded
+#: 1 apart (RLlib's own scheme, config.seed + worker_index) would replay each other's levels.
 RUNNER_SEED_STRIDE = 1 << 20
 
 

@@ -18,6 +18,7 @@ import io
 import os
 import sys
 import time
+import zlib
 from typing import Sequence
 
 from procgen_entities.errors import StateDecodeError
@@ -34,6 +35,9 @@ NUM_ACTIONS = 15
 NOOP_ACTION = 4
 WATCH_STEPS = 200
 MAX_SEED = 2**31 - 2
+#: The largest state file (decompressed): procgen's get_state buffer (procgen/env.py
+#: MAX_STATE_SIZE) holds 1 MiB.
+MAX_STATE_BYTES = 2**20
 
 
 class UsageError(Exception):
@@ -93,17 +97,25 @@ def record_state(
 
 
 def load_state(path: str) -> bytes:
-    """Read a saved state (raw get_state bytes, or gzip'ed); UsageError if it can't be read."""
+    """Read a saved state (raw get_state bytes, or gzip'ed); UsageError if it can't be read or
+    holds more than MAX_STATE_BYTES (read, or decompressed, as a stream up to that cap: a small
+    gzip file can expand to gigabytes)."""
     try:
         with open(path, "rb") as f:
-            blob = f.read()
+            blob = f.read(MAX_STATE_BYTES + 1)
+            if blob[:2] == b"\x1f\x8b":
+                f.seek(0)
+                with gzip.GzipFile(fileobj=f) as unzipped:
+                    blob = unzipped.read(MAX_STATE_BYTES + 1)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise UsageError(f"{path!r} is a corrupt gzip file: {exc}") from None
     except OSError as exc:
         raise UsageError(f"cannot read state file {path!r}: {exc.strerror or exc}") from None
-    if blob[:2] == b"\x1f\x8b":
-        try:
-            blob = gzip.decompress(blob)
-        except (OSError, EOFError, ValueError) as exc:
-            raise UsageError(f"{path!r} is a corrupt gzip file: {exc}") from None
+    if len(blob) > MAX_STATE_BYTES:
+        raise UsageError(
+            f"{path!r} holds more than {MAX_STATE_BYTES} bytes (decompressed): procgen's "
+            "get_state never writes more, so it is not a saved state"
+        )
     return blob
 
 

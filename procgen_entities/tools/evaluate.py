@@ -105,7 +105,9 @@ def run_episodes(
 ) -> Episodes:
     """``policy`` (a batch of observations -> actions) for one episode in each of ``episodes``
     envs seeded with ``seed``: the same levels for every policy with the same seed."""
-    env = make_env(config, episodes, seed, flatten=flatten, autoreset_mode="NextStep")
+    # consecutive group seeds: the levels every recorded evaluation was measured on
+    env = make_env(config, episodes, seed, flatten=flatten, autoreset_mode="NextStep",
+                   group_seeding="consecutive")  # fmt: skip
     game = get_game(config.game)
     obs, _ = env.reset(seed=seed)
     finished = np.zeros(episodes, dtype=bool)
