@@ -66,6 +66,13 @@ def split_state(state, GameSpec spec):
     )
 
 
+def _raw(obj):
+    """obj's bytes as a contiguous uint8 array (a numpy array's items, in its dtype)."""
+    if isinstance(obj, np.ndarray):
+        return np.ascontiguousarray(obj).reshape(-1).view(np.uint8)
+    return np.frombuffer(obj, dtype=np.uint8)
+
+
 cdef class _Parts:
     """A pe_state_parts per state, pointing into the buffers it holds."""
     cdef Py_ssize_t n
@@ -82,12 +89,10 @@ cdef class _Parts:
         for i in range(self.n):
             self._set(i, items[i], spec)
 
-    cdef const uint8_t *_hold(self, obj) except? NULL:
-        """A pointer to obj's bytes (NULL when empty), obj kept alive for the call."""
-        cdef const uint8_t[::1] view = np.ascontiguousarray(
-            np.frombuffer(obj, dtype=np.uint8) if not isinstance(obj, np.ndarray)
-            else obj.reshape(-1).view(np.uint8))
-        self.held.append(view)
+    cdef const uint8_t *_hold(self, raw) except? NULL:
+        """A pointer to the bytes of _raw(...) (NULL when empty), kept alive for the call."""
+        cdef const uint8_t[::1] view = raw
+        self.held.append(raw)
         return _bytes_ptr(view)
 
     cdef int _set(self, Py_ssize_t i, item, GameSpec spec) except -1:
@@ -99,24 +104,25 @@ cdef class _Parts:
             raise ValueError(f"state {i}: trailer parts do not match {spec.game}'s trailer")
         if len(rngs) != PE_N_RNGS:
             raise ValueError(f"state {i}: expected {PE_N_RNGS} RNGs")
-        p.scalars = <const double *>self._hold(np.asarray(scalars, dtype=np.float64))
+        p.scalars = <const double *>self._hold(_raw(np.asarray(scalars, dtype=np.float64)))
         cdef int r
         for r in range(PE_N_RNGS):
             seeded, text = rngs[r]
             p.rngs[r].is_seeded = seeded
             p.rngs[r].text_len = len(text)
-            p.rngs[r].text = self._hold(text)
+            p.rngs[r].text = self._hold(_raw(text))
+        entities = _raw(entities)
         if len(entities) % PE_ENTITY_BYTES:
             raise ValueError(f"state {i}: entity bytes are not whole {PE_ENTITY_BYTES}-byte records")
         p.n_entities = len(entities) // PE_ENTITY_BYTES
         p.entities = self._hold(entities)
         p.height, p.width = grid.shape
-        p.grid = <const int32_t *>self._hold(np.asarray(grid, dtype="<i4"))
-        p.trailer_scalars = <const double *>self._hold(np.asarray(trailer, dtype=np.float64))
+        p.grid = <const int32_t *>self._hold(_raw(np.asarray(grid, dtype="<i4")))
+        p.trailer_scalars = <const double *>self._hold(_raw(np.asarray(trailer, dtype=np.float64)))
         kinds = [k for k in spec._kinds if k >= PE_T_VEC_I32]
         cdef int v
         for v in range(len(vectors)):
-            raw = vectors[v]
+            raw = _raw(vectors[v])
             item_bytes = pe_trailer_item_bytes(kinds[v])
             if len(raw) % item_bytes:
                 raise ValueError(f"state {i}: trailer vector {v} is not whole items")
