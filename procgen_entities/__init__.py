@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from procgen_entities.errors import MixedBatchError, ProcgenEntitiesError, StateDecodeError
 from procgen_entities.games import ENTITY_FIELDS, GAME_NAMES, GAMES, Game, get_game
+from procgen_entities.level_text import level_from_text, level_to_text
 from procgen_entities.parse import StateBatch, parse_state, parse_states
 from procgen_entities.state import ENTITY_DTYPE, State, states_from_bytes, states_to_bytes
 from procgen_entities.tilemap import entities_to_tilemap, tilemap_features, tilemap_to_entities
@@ -43,6 +44,8 @@ __all__ = [
     "StateDecodeError",
     "entities_to_tilemap",
     "get_game",
+    "level_from_text",
+    "level_to_text",
     "parse_state",
     "parse_states",
     "states_from_bytes",
