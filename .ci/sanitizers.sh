@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build the extensions with AddressSanitizer + UndefinedBehaviorSanitizer into a separate
-# folder and run the parser, fuzz, tilemap, vec env, engine, restore and Gymnasium tests against
-# that build (not the 10,200-blob restore fuzz, slow under ASan, nor the SB3 test: its subprocess
-# loads procgen with RTLD_DEEPBIND, which the ASan runtime refuses).
+# folder and run the parser, fuzz, tilemap, vec env, engine, restore, Gymnasium and state writer
+# tests against that build (not the 10,200-blob restore fuzz, slow under ASan, nor the SB3 test:
+# its subprocess loads procgen with RTLD_DEEPBIND, which the ASan runtime refuses).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${1:-.venv}
@@ -26,4 +26,5 @@ sys.exit(0 if procgen_entities.__file__.startswith('$OUT') else
     tests/test_parse_golden.py tests/test_parse_errors.py tests/test_parse_fuzz.py \
     tests/test_tilemap.py tests/test_vec_env.py tests/test_engine.py tests/test_layers.py \
     tests/test_restore.py tests/test_gymnasium.py tests/test_features.py \
+    tests/test_state_writer.py tests/test_level_text.py \
     -k "not never_crash_procgen and not stable_baselines3_trains"
