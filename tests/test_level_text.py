@@ -94,3 +94,31 @@ def test_drawn_level_plays_in_procgen() -> None:
     state = State.from_bytes(env.callmethod("get_state")[0])
     assert state.scalars["cur_time"] == 50  # the episode goes on
     assert state.entities["x"][0] < 3.0  # stopped by the wall at x = 3
+
+
+@pytest.mark.live
+def test_engines_agree_on_a_drawn_level() -> None:
+    """The headless engine and procgen's own stepping give the same observations for 500 random
+    steps from a drawn level (restored with set_states)."""
+    from test_restore import features, move
+
+    from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
+
+    _, drawn, _, _ = _drawn_coinrun()
+    blob = drawn.to_bytes(validate=False)  # set_states validates it
+    low, high = drawn.scalars["level_seed_low"], drawn.scalars["level_seed_high"]
+    acts = np.random.default_rng(1).integers(0, 15, size=(500, 2))
+    runs = {}
+    for engine in ("headless", "get_state"):
+        with ProcgenVecEnv(
+            "coinrun", 2, seed=2, engine=engine, distribution_mode="hard", start_level=low,
+            num_levels=high - low,
+        ) as env:  # fmt: skip
+            assert env.engine == engine
+            space = env.obs_space()
+            env.reset(space)
+            env.set_states([blob, blob])
+            runs[engine] = [features(env.act(move(a), space)) for a in acts]
+    for step, (a, b) in enumerate(zip(runs["headless"], runs["get_state"])):
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=f"step {step} {name}")

@@ -6,6 +6,7 @@ procgen itself then serializes, and steps."""
 from __future__ import annotations
 
 import ast
+import math
 import struct
 import subprocess
 import sys
@@ -296,3 +297,28 @@ def test_random_edits_never_crash_the_writer() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     counts = ast.literal_eval(done.stdout.strip().splitlines()[-1])
     assert counts["written"] > 20 and counts["refused"] > 20, counts
+
+
+@pytest.mark.live
+def test_procgen_renders_the_edit_where_it_is() -> None:
+    """Maze shows its whole 15x15 world in the 64x64 frame: a wall added at tile (5, 11), far from
+    the player, changes the pixels of that tile only (the player stands still: no-op)."""
+    from procgen import ProcgenGym3Env
+
+    env = ProcgenGym3Env(
+        num=2, env_name="maze", distribution_mode="easy", start_level=3, num_levels=1
+    )
+    blob = env.callmethod("get_state")[0]
+    state = State.from_bytes(blob)
+    h, w = state.grid.shape
+    assert (h, w) == (15, 15) and state.scalars["view_dim"] == pytest.approx(15)
+    assert state.grid[11, 5] == 100 and tuple(state.entities[["x", "y"]][0]) == (3.5, 3.5)
+    state.grid[11, 5] = 51
+    env.callmethod("set_state", [blob, state.to_bytes()])
+    env.act(np.array([4, 4]))
+    _, obs, _ = env.observe()
+    rows, cols = np.nonzero(np.any(obs["rgb"][0] != obs["rgb"][1], axis=-1))
+    assert len(rows) > 0
+    px = 64 / w  # pixels per tile; screen row 0 is the top of the world
+    assert math.floor(5 * px) <= cols.min() and cols.max() <= math.ceil(6 * px)
+    assert math.floor((h - 12) * px) <= rows.min() and rows.max() <= math.ceil((h - 11) * px)
