@@ -22,6 +22,7 @@ import procgen_entities as pe
 from procgen_entities import State, StateDecodeError, states_from_bytes, states_to_bytes
 from procgen_entities.errors import UsageError
 from procgen_entities.games import GAME_NAMES
+from procgen_entities.reference import reference_write_state
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,6 +42,7 @@ def test_golden_round_trip(name: str) -> None:
     for state, blob in zip(states, blobs):
         assert state.game == load_golden(name).game
         assert State.from_bytes(blob).to_bytes(validate=False) == blob
+        assert reference_write_state(state) == blob
     assert states_to_bytes(states, validate=False) == blobs
 
 
@@ -241,6 +243,7 @@ sys.path.insert(0, {tests!r})
 from conftest import GOLDEN_NAMES, load_golden
 from procgen_entities import State, StateDecodeError
 from procgen_entities.errors import UsageError
+from procgen_entities.reference import reference_write_state
 
 rng = np.random.default_rng(int(sys.argv[1]))
 blobs = [b for name in GOLDEN_NAMES for b in load_golden(name).states]
@@ -277,6 +280,7 @@ for trial in range({n}):
     except (StateDecodeError, UsageError):
         counts["refused"] += 1
         continue
+    assert reference_write_state(state) == out
     again = State.from_bytes(out)
     assert again.to_bytes(validate=False) == out
     np.testing.assert_array_equal(again.grid, state.grid)
@@ -288,8 +292,8 @@ print(counts)
 
 def test_random_edits_never_crash_the_writer() -> None:
     """Random fields, values, grids and entity tables: each edit is refused with a typed error
-    or written so that it parses back to exactly what was written (in a child: a crash there
-    fails this test instead of killing the run)."""
+    or written as the pure-Python reference writer writes it, and parses back to exactly what
+    was written (in a child: a crash there fails this test instead of killing the run)."""
     code = textwrap.dedent(FUZZ).format(tests=str(ROOT / "tests"), n=2000)
     done = subprocess.run(
         [sys.executable, "-c", code, "7"], capture_output=True, text=True, timeout=300
