@@ -483,7 +483,7 @@ def reference_write_state(state: Any) -> bytes:
             put(kind, value)
             continue
         put("i", len(value))
-        dtype = {"vi": "<i4", "vf": "<f4", "vb": "<i4", "ve": ENTITY_DTYPE}[kind]
+        dtype = ENTITY_DTYPE if kind == "ve" else np.dtype("<f4" if kind == "vf" else "<i4")
         out.extend(np.asarray(value, dtype=dtype).tobytes())
     out.extend(struct.pack("<I", TERMINATOR))
     return bytes(out)
