@@ -107,7 +107,9 @@ class State:
     def to_bytes(self, validate: bool = True) -> bytes:
         """The state's get_state bytes. ``validate=False`` skips the checks set_states applies
         (the writer's own checks always apply: types, counts, grid size against main_width /
-        main_height, the player first, the game's invariants)."""
+        main_height, the player first, the game's invariants). Validation includes a trial
+        restore in a forked procgen, which costs about a second: validate many states with one
+        ``states_to_bytes`` call (one trial per game and options)."""
         return states_to_bytes([self], validate=validate)[0]
 
     def copy(self) -> "State":
