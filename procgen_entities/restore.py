@@ -168,7 +168,8 @@ def _probe(game: str, states: Sequence[bytes], options: Dict[str, Any], steps: i
         try:
             faulthandler.disable()  # a crash here is the expected outcome of a bad blob
             devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 2)  # procgen's fassert messages
+            os.dup2(devnull, 1)  # procgen prints its fassert messages to stdout
+            os.dup2(devnull, 2)
             _probe_child(game, states, options, steps)
         except BaseException:
             code = 3
