@@ -43,6 +43,7 @@ def extension(name, sources, libraries=()):
 
 EXTENSIONS = [
     extension("_parser", ["state_parser.c"]),
+    extension("_writer", ["state_parser.c", "state_writer.c"]),
     extension("_tilemap", ["tilemap.c"]),
     extension("_collector", ["state_parser.c", "state_set.c", "thread_pool.c", "live_game.c",
                              "padding.c"],

@@ -5,13 +5,6 @@
 
 #include "le_read.h"
 
-#define PE_TERMINATOR ((int32_t)0xCAFECAFEu)
-#define PE_OPTIONS_AT 8          /* options start at 8 + name length */
-#define PE_OPTIONS_BYTES 68
-#define PE_STEP_BYTES 60
-#define PE_BASE_BYTES 76
-#define PE_CAMERA_BYTES 48       /* 9 camera fields + grid w, h, count */
-
 /* ---- the header and base scalars, as data ---- */
 
 typedef enum { ANCHOR_STEP, ANCHOR_OPTIONS, ANCHOR_BASE, ANCHOR_CAMERA } anchor;
@@ -131,6 +124,8 @@ const char *pe_status_text(pe_status status) {
     case PE_ERR_SHAPE: return "grid size differs from the first state of the batch";
     case PE_ERR_SPEC: return "invalid game spec";
     case PE_ERR_INVARIANT: return "a game invariant does not hold";
+    case PE_ERR_VALUE: return "value does not fit its field's type";
+    case PE_ERR_SPACE: return "output buffer is too small for the state";
     }
     return "unknown status";
 }

@@ -22,6 +22,14 @@ extern "C" {
 #define PE_MAX_TRAILER_VECTORS 8
 #define PE_MAX_GAME_NAME 32
 
+/* The fixed sections between the variable parts (format reference §1-§2). */
+#define PE_OPTIONS_AT 8          /* options start at 8 + name length */
+#define PE_OPTIONS_BYTES 68
+#define PE_STEP_BYTES 60
+#define PE_BASE_BYTES 76
+#define PE_CAMERA_BYTES 48       /* 9 camera fields + grid w, h, count */
+#define PE_TERMINATOR ((int32_t)0xCAFECAFEu)
+
 typedef enum {
     PE_OK = 0,
     PE_ERR_TRUNCATED = 1,      /* a read would run past the end of the state */
@@ -35,7 +43,9 @@ typedef enum {
     PE_ERR_TRAILING = 9,       /* bytes after the terminator */
     PE_ERR_SHAPE = 10,         /* grid size differs from the batch's first state */
     PE_ERR_SPEC = 11,          /* the game spec itself is invalid (caller bug) */
-    PE_ERR_INVARIANT = 12      /* a game invariant does not hold (procgen's set_state would crash) */
+    PE_ERR_INVARIANT = 12,     /* a game invariant does not hold (procgen's set_state would crash) */
+    PE_ERR_VALUE = 13,         /* writer: a value does not fit its field (non-integral, too large) */
+    PE_ERR_SPACE = 14          /* writer: the output buffer is smaller than the state */
 } pe_status;
 
 typedef struct {

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from procgen_entities.errors import MixedBatchError, ProcgenEntitiesError, StateDecodeError
 from procgen_entities.games import ENTITY_FIELDS, GAME_NAMES, GAMES, Game, get_game
+from procgen_entities.level_text import level_from_text, level_to_text
 from procgen_entities.parse import StateBatch, parse_state, parse_states
+from procgen_entities.state import ENTITY_DTYPE, State, states_from_bytes, states_to_bytes
 from procgen_entities.tilemap import entities_to_tilemap, tilemap_features, tilemap_to_entities
 
 if TYPE_CHECKING:
@@ -28,6 +30,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ENTITY_DTYPE",
     "ENTITY_FIELDS",
     "GAMES",
     "GAME_NAMES",
@@ -36,12 +39,17 @@ __all__ = [
     "ProcgenEntitiesError",
     "ProcgenEnv",
     "ProcgenVecEnv",
+    "State",
     "StateBatch",
     "StateDecodeError",
     "entities_to_tilemap",
     "get_game",
+    "level_from_text",
+    "level_to_text",
     "parse_state",
     "parse_states",
+    "states_from_bytes",
+    "states_to_bytes",
     "tilemap_features",
     "tilemap_to_entities",
 ]

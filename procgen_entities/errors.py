@@ -66,6 +66,7 @@ class TilemapError(ProcgenEntitiesError, RuntimeError):
 #: and PE_ERR_SHAPE into MixedBatchError when the batch, not the state, is at fault.
 EXCEPTION_OF_STATUS = {
     "PE_ERR_SPEC": UsageError,
+    "PE_ERR_SPACE": UsageError,
     "TM_ERR_ARG": UsageError,
     "TM_ERR_SPEC": UsageError,
     "TM_ERR_SCRATCH": UsageError,

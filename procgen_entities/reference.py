@@ -6,7 +6,8 @@ state with ``struct.unpack_from`` and reads the 124-byte entity record with a nu
 dtype. It is meant to be easy to check against the format reference, not to be fast.
 
 ``reference_parse_states`` returns the same ``StateBatch`` as ``parse_states``, and accepts and
-rejects exactly the same inputs.
+rejects exactly the same inputs. ``reference_write_state`` is the same for the writer: the bytes of
+a ``State``, as csrc/state_writer.c must write them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ from procgen_entities.errors import MixedBatchError, StateDecodeError
 from procgen_entities.games import ENTITY_FIELDS, ENTITY_INT_FIELDS, GAMES, Game, get_game
 from procgen_entities.parse import StateBatch
 
-__all__ = ["ENTITY_DTYPE", "HEADER_SCALARS", "reference_parse_state", "reference_parse_states"]
+__all__ = [
+    "ENTITY_DTYPE",
+    "HEADER_SCALARS",
+    "reference_parse_state",
+    "reference_parse_states",
+    "reference_write_state",
+]
 
 TERMINATOR = 0xCAFECAFE
 ENTITY_BYTES = 124
@@ -431,3 +438,52 @@ def reference_parse_states(
 def reference_parse_state(state: object, **kwargs) -> StateBatch:  # type: ignore[no-untyped-def]
     """reference_parse_states for a single state: a StateBatch of length 1."""
     return reference_parse_states([state], **kwargs)
+
+
+def reference_write_state(state: Any) -> bytes:
+    """A ``procgen_entities.State`` written with ``struct`` from the field lists above, in the
+    format reference's order: the pure-Python twin of csrc/state_writer.c, for tests to demand
+    the same bytes. It checks nothing the C writer checks (struct refuses what cannot be packed)."""
+    game = get_game(state.game)
+    out = bytearray()
+
+    def put(kind: str, value: Any) -> None:
+        out.extend(struct.pack("<f" if kind == "f" else "<i", value if kind == "f" else int(value)))
+
+    def put_rng(rng: Tuple[bool, bytes]) -> None:
+        put("b", rng[0])
+        put("i", len(rng[1]))
+        out.extend(rng[1])
+
+    name = game.name.encode("ascii")
+    put("i", 0)
+    put("i", len(name))
+    out.extend(name)
+    for field, kind in OPTIONS:
+        put(kind, state.scalars[field])
+    put_rng(state.rngs[0])
+    put_rng(state.rngs[1])
+    for field, kind in STEP:
+        put(kind, state.scalars[field])
+    h, w = state.grid.shape
+    put("i", w * h)  # grid_size
+    put("i", len(state.entities))
+    out.extend(np.asarray(state.entities, dtype=ENTITY_DTYPE).tobytes())
+    for field, kind in BASE:
+        put(kind, state.scalars[field])
+    put_rng(state.rngs[2])
+    for field, kind in CAMERA:
+        put(kind, state.scalars[field])
+    for value in (w, h, w * h):
+        put("i", value)
+    out.extend(np.asarray(state.grid, dtype="<i4").tobytes())
+    for field, kind in game.trailer:
+        value = state.trailer[field]
+        if not kind.startswith("v"):
+            put(kind, value)
+            continue
+        put("i", len(value))
+        dtype = ENTITY_DTYPE if kind == "ve" else np.dtype("<f4" if kind == "vf" else "<i4")
+        out.extend(np.asarray(value, dtype=dtype).tobytes())
+    out.extend(struct.pack("<I", TERMINATOR))
+    return bytes(out)

@@ -35,7 +35,7 @@ from procgen_entities.errors import StateDecodeError
 from procgen_entities.games import ENTITY_FIELDS, ENTITY_INT_FIELDS, get_game, value_ranges
 from procgen_entities.parse import StateBatch, parse_states
 
-__all__ = ["OPTION_FIELDS", "check_restorable"]
+__all__ = ["OPTION_FIELDS", "check_restorable", "check_values", "trial_restore"]
 
 #: Header fields that configure an env (the options section), the env's own index aside.
 OPTION_FIELDS = tuple(
@@ -188,7 +188,8 @@ def _probe(game: str, states: Sequence[bytes], options: Dict[str, Any], steps: i
             os.close(verdict_fd)
             faulthandler.disable()  # a crash here is the expected outcome of a bad blob
             devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 2)  # procgen's fassert messages
+            os.dup2(devnull, 1)  # procgen prints its fassert messages to stdout
+            os.dup2(devnull, 2)
             _probe_child(game, states, options, steps)
         except BaseException:
             code = 3
@@ -250,11 +251,25 @@ def check_restorable(
 ) -> StateBatch:
     """Validate a batch of blobs meant to replace the states ``current`` (one per env); returns
     their parse. Raises StateDecodeError (naming the state and the reason) or MixedBatchError."""
+    batch = check_values(states, game, current)
+    trial_restore(game, states, procgen_options, probe_steps)
+    return batch
+
+
+def check_values(states: Sequence[bytes], game: str, current: StateBatch) -> StateBatch:
+    """Steps 1-3 of check_restorable (everything but the trial restore); returns the parse."""
     if len(states) != len(current.reward):
         raise ValueError(f"expected {len(current.reward)} states (one per env), got {len(states)}")
     batch = parse_states(states, game=game)
     with np.errstate(invalid="ignore"):  # NaNs are refused below, not warned about
         _check_like(batch, current)
         _check_ranges(batch, game)
-    _probe(game, [bytes(s) for s in states], procgen_options, probe_steps)
     return batch
+
+
+def trial_restore(
+    game: str, states: Sequence[bytes], procgen_options: Dict[str, Any], probe_steps: int = 16
+) -> None:
+    """Step 4 of check_restorable: the forked set_state, steps and render (StateDecodeError
+    field "set_state" if procgen crashes, hangs or fails)."""
+    _probe(game, [bytes(s) for s in states], procgen_options, probe_steps)

@@ -10,6 +10,12 @@ cdef extern from "state_parser.h" nogil:
         PE_MAX_TRAILER_VECTORS
         PE_MAX_GAME_NAME
         PE_MAX_INVARIANTS
+        PE_OPTIONS_AT
+        PE_OPTIONS_BYTES
+        PE_STEP_BYTES
+        PE_BASE_BYTES
+        PE_CAMERA_BYTES
+        PE_TERMINATOR
 
     ctypedef enum pe_status:
         PE_OK
@@ -25,11 +31,22 @@ cdef extern from "state_parser.h" nogil:
         PE_ERR_SHAPE
         PE_ERR_SPEC
         PE_ERR_INVARIANT
+        PE_ERR_VALUE
+        PE_ERR_SPACE
 
     ctypedef struct pe_error:
         pe_status status
         int64_t offset
         const char *field
+
+    ctypedef enum pe_trailer_kind:
+        PE_T_I32
+        PE_T_F32
+        PE_T_BOOL
+        PE_T_VEC_I32
+        PE_T_VEC_F32
+        PE_T_VEC_BOOL
+        PE_T_VEC_ENTITY
 
     ctypedef struct pe_value:
         int32_t kind
