@@ -42,8 +42,9 @@ def check_procgen_options(game: str, options: dict) -> None:
 
 
 def make_procgen_env(game: str, num: int, **options: Any) -> Any:
-    """A procgen ProcgenGym3Env after check_procgen_options."""
+    """procgen envs (backends.ProcgenEnvs, on the installed backend) after
+    check_procgen_options."""
     check_procgen_options(game, options)
-    from procgen import ProcgenGym3Env  # imported lazily: it prints gym's notice on import
+    from procgen_entities.backends import make_envs
 
-    return ProcgenGym3Env(num=num, env_name=game, **options)
+    return make_envs(game, num, **options)
