@@ -21,7 +21,14 @@ from typing import Any, Dict, List, Sequence, Tuple
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["BACKENDS", "BACKEND_VARIABLE", "ProcgenEnvs", "backend_name", "make_envs"]
+__all__ = [
+    "BACKENDS",
+    "BACKEND_VARIABLE",
+    "ProcgenEnvs",
+    "backend_name",
+    "import_backend",
+    "make_envs",
+]
 
 BACKEND_VARIABLE = "PROCGEN_ENTITIES_BACKEND"
 #: backend name -> the module it needs
@@ -221,6 +228,11 @@ def backend_name() -> str:
         "no procgen build is installed: pip install procgen-mirror (Python 3.11, 3.12) or "
         "procgen-gym (Python 3.13+)"
     )
+
+
+def import_backend() -> Any:
+    """Import the backend's module now (procgen-mirror's import prints gym's notice)."""
+    return importlib.import_module(BACKENDS[backend_name()])
 
 
 def make_envs(game: str, num: int, **options: Any) -> ProcgenEnvs:

@@ -169,6 +169,7 @@ def test_unknown_build_without_dwarf_falls_back(
     with pytest.raises(dwarf_module.DwarfError, match="no DWARF"):
         dwarf_module.extract_layout(str(stripped))
     _pretend_unknown_build(monkeypatch)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))  # nothing derived yet
     real = dwarf_module.cached_layout
     monkeypatch.setattr(
         dwarf_module, "cached_layout", lambda path, build_id: real(str(stripped), build_id)
