@@ -13,6 +13,9 @@ TESTS=(tests/test_parse_golden.py tests/test_parse_errors.py tests/test_parse_fu
 find_python() {  # $1: 3.12 -> a python3.12 executable, or nothing
     local found
     found=$(command -v "python$1" 2>/dev/null || true)
+    if [ -n "$found" ] && ! "$found" -c "" >/dev/null 2>&1; then
+        found=""  # e.g. a pyenv shim for a version pyenv does not select
+    fi
     if [ -z "$found" ]; then
         found=$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$1".*/bin/"python$1" 2>/dev/null \
             | sort -V | tail -1 || true)

@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 
 import procgen_entities.engine as engine
-from procgen_entities import backends
+from procgen_entities import GAME_NAMES, backends
 from procgen_entities.engine import EngineFallbackWarning, EngineUnavailable, library_info
 from procgen_entities.engine import dwarf as dwarf_module
 from procgen_entities.engine import elf as elf_module
 from procgen_entities.engine.layout import load_known_layout
+from procgen_entities.games import get_game
 from procgen_entities.procgen_envs import make_procgen_env
 from procgen_entities.stepper import ProcgenStepper
 
@@ -124,6 +125,22 @@ def test_unknown_build_with_dwarf_runs_headless_after_the_self_check(
         stepper.close()
 
 
+@pytest.mark.parametrize("game", GAME_NAMES)
+def test_headless_equals_procgen_on_this_backend(game: str) -> None:
+    """On whichever backend is installed (the build the engine uses here): 6 envs stepped
+    headlessly and by procgen from the same states, with episode ends (step limits of 6 to 51
+    steps at the start, then procgen's own), give identical get_state bytes after every one of
+    150 steps (rewards, dones, level seeds and RNGs included)."""
+    env = make_procgen_env(game, 1, rand_seed=0)
+    try:
+        lib = library_info(env)
+    finally:
+        env.close()
+    layout, _trusted = engine._layout_for(lib, None)
+    ends = engine._run_self_check(get_game(game), lib, layout, {}, n=6, steps=150)
+    assert ends >= 6
+
+
 def test_failed_self_check_keeps_procgen_stepping(monkeypatch: pytest.MonkeyPatch) -> None:
     """Headless stepping that does not reproduce procgen's (here: the camera computed for a
     wrong render height) is caught by the self-check: auto uses the direct engine with one
@@ -201,3 +218,26 @@ def test_backend_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(backends.BACKEND_VARIABLE, "nonsense")
     with pytest.raises(ValueError, match="mirror, gym"):
         backends.backend_name()
+
+
+def test_defaults_run_headless_with_next_step_on_this_backend() -> None:
+    """The Gymnasium default on whichever backend is installed: headless, NEXT_STEP, no
+    fallback warning (on 3.12/3.13 the build is unknown by id: DWARF layout and self-check)."""
+    import gymnasium
+    from gymnasium.vector import AutoresetMode
+
+    import procgen_entities.gymnasium  # noqa: F401  (registers the ids)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EngineFallbackWarning)
+        env = gymnasium.make_vec(
+            "procgen_entities/coinrun-v0", num_envs=64, vectorization_mode="vector_entry_point"
+        )
+    try:
+        assert env.unwrapped.engine == "headless"  # type: ignore[attr-defined]
+        assert env.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+        env.reset(seed=0)
+        for _ in range(5):
+            env.step(env.action_space.sample())
+    finally:
+        env.close()

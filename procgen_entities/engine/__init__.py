@@ -163,15 +163,23 @@ def _self_check(game: Game, lib: LibraryInfo, layout: Layout, procgen_options: d
         raise EngineUnavailable(str(_SELF_CHECKS[key]))
 
 
-def _run_self_check(game: Game, lib: LibraryInfo, layout: Layout, procgen_options: dict) -> None:
+def _run_self_check(
+    game: Game,
+    lib: LibraryInfo,
+    layout: Layout,
+    procgen_options: dict,
+    n: int = SELF_CHECK_ENVS,
+    steps: int = SELF_CHECK_STEPS,
+) -> int:
+    """The self-check's run (tests call it longer); returns the number of episode ends seen."""
     import numpy as np
 
     from procgen_entities import _collector
     from procgen_entities.parse import game_spec
     from procgen_entities.procgen_envs import make_procgen_env
 
-    n, steps = SELF_CHECK_ENVS, SELF_CHECK_STEPS
     options = {**procgen_options, "rand_seed": 12345}
+    ends = 0
     ref = make_procgen_env(game.name, n, **options)
     fast = make_procgen_env(game.name, n, **options)
     live = None
@@ -189,6 +197,7 @@ def _run_self_check(game: Game, lib: LibraryInfo, layout: Layout, procgen_option
             for t, chosen in enumerate(actions):
                 ref.act(chosen)
                 collector.step_live(live, 0, chosen, 0, None, 0, *flags)
+                ends += int(ref.observe()[2].sum())
                 if fast.get_state() != ref.get_state():
                     raise EngineUnavailable(
                         f"the self-check of this build's headless stepping differs from "
@@ -201,6 +210,7 @@ def _run_self_check(game: Game, lib: LibraryInfo, layout: Layout, procgen_option
             live.detach()
         ref.close()
         fast.close()
+    return ends
 
 
 def _function_address(lib: LibraryInfo, key: str) -> int:
