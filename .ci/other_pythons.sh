@@ -36,14 +36,14 @@ for version in 3.12 3.13; do
         | { grep -v "is ignored: it is neither" || true; }
     installed=$(date +%s)
     echo "other_pythons: Python $version venv + pip install . took $((installed - start)) s"
-    "$work/venv/bin/python" -c "
-import numpy, gymnasium, procgen_entities.backends as b
-print('other_pythons:', 'numpy', numpy.__version__, 'gymnasium', gymnasium.__version__,
-      'backend', b.backend_name())"
     cp -r tests "$work/tests"
     cp pyproject.toml "$work/"  # pytest's settings (filterwarnings=error, markers)
     # Run from the copy so that the installed package, not the source tree, is imported; a fresh
     # cache directory, so that every unknown build's layout is derived from its DWARF here.
+    (cd "$work" && "$work/venv/bin/python" -c "
+import numpy, gymnasium, procgen_entities.backends as b
+print('other_pythons:', 'numpy', numpy.__version__, 'gymnasium', gymnasium.__version__,
+      'backend', b.backend_name())")
     (cd "$work" && XDG_CACHE_HOME="$work/cache" \
         HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}" \
         "$work/venv/bin/python" -m pytest -p no:cacheprovider -q -o addopts="-ra" \
