@@ -159,6 +159,8 @@ def _self_check(game: Game, lib: LibraryInfo, layout: Layout, procgen_options: d
             _SELF_CHECKS[key] = None
         except EngineUnavailable as exc:
             _SELF_CHECKS[key] = str(exc)
+        except (RuntimeError, ValueError, OSError) as exc:  # e.g. a native step error
+            _SELF_CHECKS[key] = f"the self-check of this build's headless stepping failed: {exc}"
     if _SELF_CHECKS[key] is not None:
         raise EngineUnavailable(str(_SELF_CHECKS[key]))
 
