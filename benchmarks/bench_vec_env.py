@@ -6,7 +6,7 @@
 Each game runs with its training observation (coinrun: tilemap="columns"; every game:
 relative_positions=True), random actions, hard mode. Runners, all with the same env count:
   pixels          procgen act + observe: what pixel agents pay (the baseline of the ratios)
-  serial          procgen act + get_state (gym3 callmethod) in a Python loop: states, no entities
+  serial          procgen act + get_state in a Python loop: states, no entities
   headless/direct/get_state   ProcgenVecEnv with that engine, default threads (cores)
   headless 1 thread           thread scaling of the default engine
   gymnasium       EntityVectorEnv (padded arrays + masks, default caps, NEXT_STEP autoreset)
@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, List
 import numpy as np
 from ragged_buffer import RaggedBufferI64
 
+from procgen_entities.backends import backend_name
 from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
 from procgen_entities.procgen_envs import make_procgen_env
 
@@ -163,7 +164,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7, help="blocks per runner")
     parser.add_argument("--seed-style", action="store_true", help="add the slow seed-style env")
     args = parser.parse_args()
-    print(f"{args.steps} steps x {args.repeats} repeats, {os.cpu_count()} cores")
+    print(
+        f"{args.steps} steps x {args.repeats} repeats, {os.cpu_count()} cores, procgen backend "
+        f"{backend_name()} (PROCGEN_ENTITIES_BACKEND selects another)"
+    )
     for game in args.games:
         for n in args.envs:
             results = bench_game(game, n, args.steps, args.repeats, args.seed_style)

@@ -150,12 +150,13 @@ def procgen_options(game: str, options: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def make_procgen_env(game: str, num: int, **options: Any) -> Any:
-    """A procgen ProcgenGym3Env after procgen_options (refused options raise UsageError)."""
+    """procgen envs (backends.ProcgenEnvs, on the installed backend) after procgen_options
+    (refused options raise UsageError)."""
     num = _int_option("num (procgen envs)", num, 1)
     given = procgen_options(game, options)
-    from procgen import ProcgenGym3Env  # imported lazily: it prints gym's notice on import
+    from procgen_entities.backends import make_envs
 
-    return ProcgenGym3Env(num=num, env_name=game, **given)
+    return make_envs(game, num, **given)
 
 
 def check_num_envs(num_envs: Any) -> int:

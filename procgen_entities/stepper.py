@@ -213,11 +213,7 @@ class ProcgenStepper:
                 self.game.name, size, rand_seed=self._group_seeds[i], **self._procgen_kwargs
             )
             self._envs.append(env)
-            ffi = env._ffi
-            self._handles.append(
-                (int(ffi.cast("uintptr_t", env._c_lib.get_state)),
-                 int(ffi.cast("uintptr_t", env._c_env)))
-            )  # fmt: skip
+            self._handles.append((env.get_state_address, env.handle))
         with warnings.catch_warnings():
             if self._live is not None or self.engine == "get_state":
                 warnings.simplefilter("ignore")  # warned when the engine was first chosen
@@ -262,7 +258,7 @@ class ProcgenStepper:
             self._collect()
         else:
             for env in self._envs:
-                env._c_lib.libenv_observe(env._c_env)  # wait for procgen's stepping threads
+                env.wait()  # for procgen's stepping threads
             self._read()
 
     # ---- stepping ----
@@ -392,9 +388,9 @@ class ProcgenStepper:
         for group, (env, start, size) in enumerate(
             zip(self._envs, self._group_starts, self._group_sizes)
         ):
-            env.callmethod("set_state", blobs[start : start + size])
+            env.set_state(blobs[start : start + size])
             if self._live is not None:  # re-read the game objects after procgen touched them
-                self._live.attach(group, int(env._ffi.cast("uintptr_t", env._c_env)))
+                self._live.attach(group, env.handle)
         self._pending_reset[:] = 0
         self._truncated[:] = 0
         self._terminal_written[:] = 0

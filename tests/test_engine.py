@@ -199,8 +199,13 @@ def _cur_time_offset(state: bytes) -> int:
 # ---- refusing what the engine does not know ----
 
 
-def _pretend_unknown_build(monkeypatch: pytest.MonkeyPatch, gdb: bool) -> None:
+def test_unknown_build_without_layout_falls_back_to_get_state(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An unknown build id whose DWARF gives no layout (tests/test_engine_builds.py strips a
+    real one): auto falls back to get_state, explicit engines raise."""
     import procgen_entities.engine as engine
+    from procgen_entities.engine import dwarf
 
     real = engine._read_elf_cached
 
@@ -208,39 +213,26 @@ def _pretend_unknown_build(monkeypatch: pytest.MonkeyPatch, gdb: bool) -> None:
         info = real(path)
         return elf_module.ElfInfo("00" * 20, info.functions, info.function_table)
 
+    def no_dwarf(path: str, build_id: str) -> Dict[str, Any]:
+        raise dwarf.DwarfError(f"{path} has no DWARF")
+
     monkeypatch.setattr(engine, "_read_elf_cached", unknown)
-    if not gdb:
-        monkeypatch.setattr(engine.shutil, "which", lambda name: None)
-
-
-def test_unknown_build_without_gdb_falls_back_to_get_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    _pretend_unknown_build(monkeypatch, gdb=False)
-    with pytest.warns(EngineFallbackWarning, match="unknown procgen build"):
-        env = ProcgenVecEnv("coinrun", 4, seed=1)
-    with env:
-        assert env.engine == "get_state"
-        space = env.obs_space()
-        env.reset(space)
-        obs = env.act(move(np.full(4, 7)), space)
-        assert obs.features["Player"].size0() == 4
-    for engine in ("headless", "direct"):
-        with pytest.raises(EngineUnavailable, match="unknown procgen build"):
-            ProcgenVecEnv("coinrun", 4, seed=1, engine=engine)
-
-
-def test_unknown_build_with_matching_dwarf_reads_directly(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An unknown build id whose own DWARF gives the known layout: direct reads only."""
-    import shutil
-
-    if shutil.which("gdb") is None:
-        pytest.skip("gdb is not installed")
-    _pretend_unknown_build(monkeypatch, gdb=True)
-    with pytest.warns(EngineFallbackWarning, match="direct engine"):
-        env = ProcgenVecEnv("coinrun", 4, seed=1)
-    with env:
-        assert env.engine == "direct"
-    with pytest.raises(EngineUnavailable, match="headless"):
-        ProcgenVecEnv("coinrun", 4, seed=1, engine="headless")
+    monkeypatch.setattr(dwarf, "cached_layout", no_dwarf)
+    engine._derived_layout.cache_clear()
+    try:
+        with pytest.warns(EngineFallbackWarning, match="unknown procgen build"):
+            env = ProcgenVecEnv("coinrun", 4, seed=1)
+        with env:
+            assert env.engine == "get_state"
+            space = env.obs_space()
+            env.reset(space)
+            obs = env.act(move(np.full(4, 7)), space)
+            assert obs.features["Player"].size0() == 4
+        for name in ("headless", "direct"):
+            with pytest.raises(EngineUnavailable, match="unknown procgen build"):
+                ProcgenVecEnv("coinrun", 4, seed=1, engine=name)
+    finally:
+        engine._derived_layout.cache_clear()
 
 
 def _table() -> Dict[str, Any]:

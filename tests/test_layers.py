@@ -111,10 +111,7 @@ def test_fill_after_a_failed_collect_reads_nothing() -> None:
 
     env = make_procgen_env("coinrun", 3, rand_seed=0)
     collector = _collector.StateCollector(game_spec("ninja"), 3, 2)
-    handles = (
-        int(env._ffi.cast("uintptr_t", env._c_lib.get_state)),
-        int(env._ffi.cast("uintptr_t", env._c_env)),
-    )
+    handles = (env.get_state_address, env.handle)
     with pytest.raises(StateDecodeError, match="game name"):
         collector.collect(*handles, 3, 0)
     scalars = np.full((3, 60), 7.0)

@@ -1,9 +1,10 @@
-"""Live procgen: parse_states on fresh get_state bytes agrees with gym3 and with the reference.
+"""Live procgen: parse_states on fresh get_state bytes agrees with procgen and the reference.
 
-For every game and mode a 4-env ProcgenGym3Env takes random actions; after every step the parsed
-reward and done must equal gym3's ``observe()`` reward and ``first`` exactly, entity 0 must be the
-player, and the C parse must equal the reference parse. Post-done states (first = 1) are included
-wherever an episode ends within the rollout (and step 0 always has first = 1).
+For every game and mode 4 procgen envs (the installed backend) take random actions; after every
+step the parsed reward and done must equal procgen's ``observe()`` reward and ``first`` exactly,
+entity 0 must be the player, and the C parse must equal the reference parse. Post-done states
+(first = 1) are included wherever an episode ends within the rollout (and step 0 always has
+first = 1).
 """
 
 from __future__ import annotations
@@ -24,12 +25,10 @@ STEPS = 200
 @pytest.mark.parametrize("mode", ["easy", "hard"])
 @pytest.mark.parametrize("game", GAME_NAMES)
 def test_live_rollout(game: str, mode: str) -> None:
-    from procgen import ProcgenGym3Env
+    from procgen_entities.procgen_envs import make_procgen_env
 
     seed = GAME_NAMES.index(game) * 2 + (mode == "hard")
-    env = ProcgenGym3Env(
-        num=NUM_ENVS, env_name=game, distribution_mode=mode, num_levels=0, rand_seed=seed
-    )
+    env = make_procgen_env(game, NUM_ENVS, distribution_mode=mode, num_levels=0, rand_seed=seed)
     rng = np.random.default_rng(seed)
     all_states = []
     post_done = 0

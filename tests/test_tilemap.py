@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from procgen_entities import GAMES, parse_states
 from procgen_entities.games import SPACE_TILE
+from procgen_entities.procgen_envs import make_procgen_env
 from procgen_entities.tilemap import (
     COLUMN_TERRAIN,
     MODES,
@@ -24,23 +25,21 @@ from procgen_entities.tilemap import (
     tilemap_to_entities_batch,
 )
 
-procgen = pytest.importorskip("procgen")
-
 LIVE_GAMES = ("coinrun", "ninja", "climber", "jumper", "maze", "chaser", "miner", "leaper")
 TILE_GAMES = tuple(name for name, g in GAMES.items() if g.has_tilemap)
 
 
 def _states(game: str, start_level: int, num_levels: int, num: int = 3, steps: int = 40):
-    env = procgen.ProcgenGym3Env(
-        num=num, env_name=game, start_level=start_level, num_levels=num_levels,
-        distribution_mode="hard",
-    )  # fmt: skip
+    env = make_procgen_env(
+        game, num, start_level=start_level, num_levels=num_levels, distribution_mode="hard"
+    )
     rng = np.random.default_rng(0)
-    states = list(env.callmethod("get_state"))
+    states = env.get_state()
     for t in range(steps):
         env.act(rng.integers(0, 15, size=num).astype(np.int32))
         if t % 20 == 19:
-            states += env.callmethod("get_state")
+            states += env.get_state()
+    env.close()
     return states
 
 

@@ -10,24 +10,24 @@ Three engines produce the same observations (tests/test_engine.py holds them to 
   calling each game's own game_step/reset through the live object; the states are read directly.
   The terminal state of every episode is captured before its reset.
 
-``bind_engine`` decides which one a vec env gets: the layout table must describe the loaded
-libenv.so (its build id is recorded, or, with gdb installed, its own DWARF gives the same layout:
-then only ``direct``), procgen's local functions and virtual slots must be where the table says,
-and a direct read of every env must equal procgen's get_state exactly (RNG texts aside). ``auto``
-takes the best that passes and warns once when it falls back; an explicit engine that cannot be
-used raises EngineUnavailable.
+``bind_engine`` decides which one a vec env gets. The layout comes from the committed table when
+it lists the loaded libenv.so's build id, else from that library's own DWARF (engine/dwarf.py,
+cached per build id); procgen's local functions and virtual slots must be where the symbol table
+says, and a direct read of every env must equal procgen's get_state exactly (RNG texts aside).
+A build not known by its id steps headlessly only after a self-check at construction: fresh
+envs stepped headlessly and by procgen from the same states, across episode ends, give
+identical get_state bytes. ``auto`` takes the best that passes and warns once when it falls
+back; an explicit engine that cannot be used raises EngineUnavailable.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import shutil
 import struct
-import subprocess
 import warnings
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from procgen_entities.engine.elf import ElfError, ElfInfo, read_elf
 from procgen_entities.engine.layout import (
@@ -85,7 +85,7 @@ class LibraryInfo:
 
 def library_info(env: Any) -> LibraryInfo:
     """Find the file and load address of the library holding ``env``'s get_state."""
-    address = int(env._ffi.cast("uintptr_t", env._c_lib.get_state))
+    address = env.get_state_address
     info = _DlInfo()
     libc = ctypes.CDLL(None)
     libc.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
@@ -101,31 +101,118 @@ def _read_elf_cached(path: str) -> ElfInfo:
 
 
 @functools.lru_cache(maxsize=4)
-def _dwarf_layout_matches(path: str) -> bool:
-    from procgen_entities.engine.dwarf import extract_layout
+def _derived_layout(path: str, build_id: Optional[str]) -> Layout:
+    """The layout of this build's own DWARF (engine/dwarf.py; cached on disk by build id)."""
+    from procgen_entities.engine.dwarf import DwarfError, cached_layout, extract_layout
 
-    known = load_known_layout()
     try:
-        found = extract_layout(path)
-    except (RuntimeError, OSError, ValueError, subprocess.SubprocessError):
-        return False
-    return found["classes"] == known.classes and found["games"] == known.games
+        table = cached_layout(path, build_id) if build_id else extract_layout(path)
+    except DwarfError as exc:
+        raise EngineUnavailable(
+            f"unknown procgen build {build_id or '(no build id)'} at {path}, and no layout "
+            f"from its DWARF: {exc}"
+        ) from None
+    return Layout((build_id,) if build_id else (), table["classes"], table["games"])
 
 
 def _layout_for(lib: LibraryInfo, layout: Optional[Layout]) -> Tuple[Layout, bool]:
-    """(layout, headless allowed) for this library, or EngineUnavailable."""
+    """(layout, trusted by build id) for this library, or EngineUnavailable. A build the
+    committed table lists is trusted; any other runs on its own DWARF's layout, which must pass
+    the construction-time self-check (_self_check) before it steps headlessly."""
+    if layout is not None:
+        return layout, lib.elf.build_id in layout.build_ids
     try:
-        known = layout if layout is not None else load_known_layout()
-    except (LayoutError, OSError, ValueError) as exc:
-        raise EngineUnavailable(f"no usable layout table: {exc}") from None
-    if lib.elf.build_id in known.build_ids:
+        known: Optional[Layout] = load_known_layout()
+    except (LayoutError, OSError, ValueError):
+        known = None  # the build's own DWARF may still describe it
+    if known is not None and lib.elf.build_id in known.build_ids:
         return known, True
-    if shutil.which("gdb") and _dwarf_layout_matches(lib.path):
-        return known, False
-    raise EngineUnavailable(
-        f"unknown procgen build {lib.elf.build_id or '(no build id)'} at {lib.path} "
-        "(and its DWARF could not be checked against the known layout: is gdb installed?)"
-    )
+    return _derived_layout(lib.path, lib.elf.build_id), False
+
+
+#: (build id, game, procgen options) -> None (passed) or why the self-check failed
+_SELF_CHECKS: Dict[Tuple[Any, ...], Optional[str]] = {}
+SELF_CHECK_ENVS, SELF_CHECK_STEPS = 4, 40
+
+
+def _with_timeouts(state: bytes, timeout: int) -> bytes:
+    """``state`` with its episode step limit set to ``timeout`` (docs/state-format.md: the step
+    block after the two RNG texts, timeout at +16), so the check crosses episode ends."""
+    (name_len,) = struct.unpack_from("<i", state, 4)
+    r1_at = 80 + name_len
+    (r1,) = struct.unpack_from("<i", state, r1_at)
+    r2_at = r1_at + 4 + r1 + 4
+    (r2,) = struct.unpack_from("<i", state, r2_at)
+    at = r2_at + 4 + r2 + 16
+    return state[:at] + struct.pack("<i", timeout) + state[at + 4 :]
+
+
+def _self_check(game: Game, lib: LibraryInfo, layout: Layout, procgen_options: dict) -> None:
+    """Step fresh envs of a build not known by its id both ways (headless, and procgen's own
+    step) from the same states, with episode ends (short step limits), and require identical
+    get_state bytes after every step; EngineUnavailable otherwise. Once per build, game and
+    options in a process."""
+    key = (lib.elf.build_id, lib.path, game.name, tuple(sorted(procgen_options.items())))
+    if key not in _SELF_CHECKS:
+        try:
+            _run_self_check(game, lib, layout, procgen_options)
+            _SELF_CHECKS[key] = None
+        except EngineUnavailable as exc:
+            _SELF_CHECKS[key] = str(exc)
+        except (RuntimeError, ValueError, OSError) as exc:  # e.g. a native step error
+            _SELF_CHECKS[key] = f"the self-check of this build's headless stepping failed: {exc}"
+    if _SELF_CHECKS[key] is not None:
+        raise EngineUnavailable(str(_SELF_CHECKS[key]))
+
+
+def _run_self_check(
+    game: Game,
+    lib: LibraryInfo,
+    layout: Layout,
+    procgen_options: dict,
+    n: int = SELF_CHECK_ENVS,
+    steps: int = SELF_CHECK_STEPS,
+) -> int:
+    """The self-check's run (tests call it longer); returns the number of episode ends seen."""
+    import numpy as np
+
+    from procgen_entities import _collector
+    from procgen_entities.parse import game_spec
+    from procgen_entities.procgen_envs import make_procgen_env
+
+    options = {**procgen_options, "rand_seed": 12345}
+    ends = 0
+    ref = make_procgen_env(game.name, n, **options)
+    fast = make_procgen_env(game.name, n, **options)
+    live = None
+    try:
+        # each env's episode ends within the check, at a different step
+        start = [_with_timeouts(s, 6 + 9 * k) for k, s in enumerate(ref.get_state())]
+        ref.set_state(start)
+        fast.set_state(start)
+        live = _make_live(game, lib, layout, [n])
+        attach_and_verify(live, [fast], [n], lib)
+        collector = _collector.StateCollector(game_spec(game.name), n, 1)
+        flags = [np.zeros(n, dtype=np.uint8) for _ in range(3)]
+        actions = np.random.default_rng(7).integers(0, 15, size=(steps, n)).astype(np.int32)
+        try:
+            for t, chosen in enumerate(actions):
+                ref.act(chosen)
+                collector.step_live(live, 0, chosen, 0, None, 0, *flags)
+                ends += int(ref.observe()[2].sum())
+                if fast.get_state() != ref.get_state():
+                    raise EngineUnavailable(
+                        f"the self-check of this build's headless stepping differs from "
+                        f"procgen's own at step {t}"
+                    )
+        finally:
+            collector.close()
+    finally:
+        if live is not None:
+            live.detach()
+        ref.close()
+        fast.close()
+    return ends
 
 
 def _function_address(lib: LibraryInfo, key: str) -> int:
@@ -200,10 +287,10 @@ def attach_and_verify(
     procgen's own get_state (byte for byte, RNG texts aside). procgen's threads must be idle:
     get_state waits for them, so it is called first."""
     for group, env in enumerate(envs):
-        states: List[bytes] = env.callmethod("get_state")
+        states: List[bytes] = env.get_state()
         if len(states) != sizes[group]:
             raise EngineUnavailable(f"group {group} has {len(states)} envs, not {sizes[group]}")
-        live.attach(group, int(env._ffi.cast("uintptr_t", env._c_env)))
+        live.attach(group, env.handle)
         addresses = live.game_addresses(group)
         _check_vtable(lib, addresses[0])
         for k, state in enumerate(states):
@@ -228,17 +315,26 @@ def bind_engine(
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {requested!r}")
     if requested == "get_state":
         return EngineBinding("get_state", None)
+    headless_ok, why = False, ""
     try:
         lib = library_info(envs[0])
-        chosen_layout, headless_ok = _layout_for(lib, layout)
+        chosen_layout, trusted = _layout_for(lib, layout)
         if procgen_options.get("render_mode") is not None:
-            headless_ok = False  # procgen's hi-res render moves the camera fields
-        if requested == "headless" and not headless_ok:
-            raise EngineUnavailable(
-                "headless stepping needs a procgen build known by its build id and no render_mode"
-            )
+            if requested == "headless":  # procgen's hi-res render moves the camera fields
+                raise EngineUnavailable("headless stepping needs no render_mode")
+            headless_ok = False
         live = _make_live(game, lib, chosen_layout, sizes)
         attach_and_verify(live, envs, sizes, lib)
+        if procgen_options.get("render_mode") is None:
+            headless_ok = True
+            if not trusted and requested in ("auto", "headless"):
+                try:
+                    _self_check(game, lib, chosen_layout, procgen_options)
+                except EngineUnavailable as exc:
+                    if requested == "headless":
+                        live.detach()
+                        raise
+                    headless_ok, why = False, str(exc)
     except (EngineUnavailable, ElfError, OSError) as exc:
         if requested != "auto":
             raise EngineUnavailable(f"engine {requested!r} unavailable: {exc}") from None
@@ -251,8 +347,8 @@ def bind_engine(
     name = "headless" if requested in ("auto", "headless") and headless_ok else "direct"
     if requested == "auto" and name == "direct":
         warnings.warn(
-            "procgen_entities: this procgen build is not known by its build id; using the "
-            "direct engine (procgen steps and renders) instead of headless",
+            f"procgen_entities: using the direct engine (procgen steps and renders) instead of "
+            f"headless: {why or 'render_mode is set'}",
             EngineFallbackWarning,
             stacklevel=3,
         )

@@ -21,6 +21,7 @@ import time
 import zlib
 from typing import Sequence
 
+from procgen_entities.backends import import_backend
 from procgen_entities.errors import StateDecodeError
 from procgen_entities.games import GAME_NAMES
 from procgen_entities.parse import StateBatch, parse_state
@@ -55,9 +56,10 @@ def _check_game_mode(game: str, mode: str) -> None:
 
 
 def _make_env(game: str, mode: str, seed: int):  # type: ignore[no-untyped-def]
-    # gym (imported by procgen via gym3) prints a deprecation notice on import; keep it quiet.
+    # gym (imported by procgen-mirror via gym3) prints a deprecation notice on import; keep it
+    # quiet.
     with contextlib.redirect_stderr(io.StringIO()):
-        import procgen  # noqa: F401
+        import_backend()
     return make_procgen_env(
         game, 1, distribution_mode=mode, start_level=seed, num_levels=1, rand_seed=seed
     )
