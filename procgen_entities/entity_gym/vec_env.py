@@ -105,7 +105,9 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
 
     def act(self, actions: Mapping[str, RaggedBufferI64], obs_filter: ObsSpace) -> VecObs:
         self._check_open()
-        chosen = actions[ACTION_NAME].as_array().reshape(-1).astype(np.int32)
+        given = actions[ACTION_NAME]  # a RaggedBufferI64, or an array of one action per env
+        chosen = np.asarray(given.as_array() if hasattr(given, "as_array") else given)
+        chosen = chosen.reshape(-1).astype(np.int32)
         if chosen.shape[0] != self.num_envs:
             raise ValueError(f"expected one {ACTION_NAME!r} action per env ({self.num_envs})")
         self.step(chosen)

@@ -3,7 +3,8 @@
 SB3 wants flat observations, same-step resets and the terminal observation in
 ``infos[i]["terminal_observation"]`` (with ``"TimeLimit.truncated"``): exactly EntityVectorEnv
 with ``flatten=True`` and SAME_STEP on the headless engine (which has the true terminal states).
-Episode returns and lengths go to ``infos[i]["episode"]`` as SB3's Monitor writes them, so
+Episode returns and lengths (the env's ``info["episode_stats"]``) go to ``infos[i]["episode"]``
+as SB3's Monitor writes them, so
 ``model.ep_info_buffer`` and its logs work. Needs stable-baselines3 (the train extra).
 """
 
@@ -52,12 +53,13 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc]
         obs, reward, terminated, truncated, info = self.env.step(self._actions)
         dones = terminated | truncated
         infos: List[dict] = [{} for _ in range(self.num_envs)]
+        stats = info.get(self.env.stats_key)
         for i in np.flatnonzero(dones):
             infos[i]["terminal_observation"] = info["final_obs"][i]
             infos[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
             infos[i]["episode"] = {
-                "r": float(info["episode"]["r"][i]),
-                "l": int(info["episode"]["l"][i]),
+                "r": float(stats["r"][i]),
+                "l": int(stats["l"][i]),
                 "t": 0.0,
             }
             infos[i]["level_complete"] = bool(info["prev_level_complete"][i])
