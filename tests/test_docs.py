@@ -71,11 +71,12 @@ def test_the_ablation_tables_come_from_the_runs(
 ROOT = DOCS.parent
 #: ``<!-- test: EXTRA -->`` before a block: it needs that extra and runs only where it is installed.
 EXTRAS = {
+    "entity-gym": ("entity_gym",),
     "train": ("stable_baselines3", "torch"),
     "enn": ("enn_trainer",),
     "ray": ("ray.rllib",),
 }
-_BLOCK = re.compile(r"(?:<!-- test: (\w+) -->\s*\n)?```python\n(.*?)```", re.S)
+_BLOCK = re.compile(r"(?:<!-- test: ([\w-]+) -->\s*\n)?```python\n(.*?)```", re.S)
 _SHAPED = re.compile(r"\b(float32|float64|int32|int64|uint8|bool)\s*\[([^\]]*)\]")
 
 
@@ -148,20 +149,22 @@ def test_doc_block_runs_as_written(block: Block) -> None:
         assert block.extra in EXTRAS, f"{block.doc}:{block.line}: unknown extra {block.extra!r}"
         for module in EXTRAS[block.extra]:
             pytest.importorskip(module, reason=f"needs the {block.extra} extra ({module})")
-    comments = _comments(block.source)
+    shift = block.line - 1  # line numbers of the document, in tracebacks too
+    comments = {line + shift: text for line, text in _comments(block.source).items()}
     namespace: Dict[str, Any] = {"__name__": "__doc_block__"}
-    tree = ast.parse(block.source)
+    tree = ast.increment_lineno(ast.parse(block.source), shift)
+    filename = str(ROOT / block.doc)
     try:
         for statement in tree.body:
-            where = f"{block.doc}:{block.line + statement.lineno - 1}"
+            where = f"{block.doc}:{statement.lineno}"
             if isinstance(statement, ast.Expr):
-                code = compile(ast.Expression(statement.value), where, "eval")
+                code = compile(ast.Expression(statement.value), filename, "eval")
                 value = eval(code, namespace)
                 comment = comments.get(statement.end_lineno or statement.lineno)
                 if comment:
                     _check_comment(value, comment, where)
             else:
-                exec(compile(ast.Module([statement], []), where, "exec"), namespace)
+                exec(compile(ast.Module([statement], []), filename, "exec"), namespace)
     finally:
         _close_all(namespace)
 
