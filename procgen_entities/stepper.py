@@ -219,13 +219,14 @@ class ProcgenStepper:
         if self.engine != "headless":
             raise ValueError(f"resetting some envs needs the headless engine (this env runs "
                              f"{self.engine}, where procgen resets its envs itself)")  # fmt: skip
-        marks = np.ascontiguousarray(mask, dtype=np.uint8)
+        chosen = np.asarray(mask, dtype=bool)
+        marks = chosen.astype(np.uint8)  # the C step clears each mark as it resets that env
         idle = np.zeros(self.num_envs, dtype=np.int32)  # ignored: nothing steps
         self._collector.step_live(
             self._live, -1, idle, 0, self._terminal, self._step_flags | _collector.RESET_ONLY,
             self._truncated, self._terminal_written, marks,
         )  # fmt: skip
-        self._pending_reset[marks != 0] = 0
+        self._pending_reset[chosen] = 0
         self.refresh()
 
     def values_of(self, collector: Any) -> StepValues:
