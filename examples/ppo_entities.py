@@ -7,7 +7,8 @@ The env is the native Gymnasium vector env with the training recipe's observatio
 entity type's padded slots and their masks are one vector per env, so the MLP reads the masks as
 inputs and nothing is masked by hand. Gymnasium's own RecordEpisodeStatistics records the
 episodes; observations are normalised with running statistics (as SB3's VecNormalize does in the
-recipe; Gymnasium's NormalizeObservation accepts only NEXT_STEP envs). Episodes: ``autoreset_mode="Disabled"``, so a finished env is reset here with
+recipe; Gymnasium's NormalizeObservation accepts only NEXT_STEP envs). Episodes:
+``autoreset_mode="Disabled"``, so a finished env is reset here with
 ``reset(options={"reset_mask": done})`` and every stored transition is a real one (no step of a
 terminal observation whose action the env ignores). Needs torch (the train extra).
 """
@@ -165,9 +166,10 @@ def main() -> None:
         explained = 1 - (b_returns - b_values).var() / (b_returns.var() + 1e-8)
         recent = list(envs.return_queue)[-100:]
         mean_return = f"{np.mean(recent):.2f}" if recent else "no episode yet"
-        print(f"update {update}/{updates} steps {global_step} sps "
-              f"{int(global_step / (time.time() - start))} value_loss {v_loss.item():.4f} "
-              f"explained_variance {explained.item():.3f} mean_return(100) {mean_return}")  # fmt: skip
+        sps = int(global_step / (time.time() - start))
+        print(f"update {update}/{updates} steps {global_step} sps {sps} "
+              f"value_loss {v_loss.item():.4f} explained_variance {explained.item():.3f} "
+              f"mean_return(100) {mean_return}")  # fmt: skip
     envs.close()
 
 

@@ -53,8 +53,8 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc]
         obs, reward, terminated, truncated, info = self.env.step(self._actions)
         dones = terminated | truncated
         infos: List[dict] = [{} for _ in range(self.num_envs)]
-        stats = info.get(self.env.stats_key)
         for i in np.flatnonzero(dones):
+            stats = info[self.env.stats_key]
             infos[i]["terminal_observation"] = info["final_obs"][i]
             infos[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
             infos[i]["episode"] = {

@@ -43,6 +43,7 @@ from procgen_entities.features import (
     feature_space,
     global_features,
 )
+from procgen_entities.games import get_game
 from procgen_entities.gymnasium.observation import (
     GLOBAL_KEY,
     PaddedObservation,
@@ -50,7 +51,6 @@ from procgen_entities.gymnasium.observation import (
     tile_caps,
     training_caps,
 )
-from procgen_entities.games import get_game
 from procgen_entities.stepper import ProcgenStepper
 from procgen_entities.tilemap import DEFAULT_CHUNK, CameraConverter, tilemap_features
 

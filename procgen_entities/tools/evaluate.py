@@ -185,8 +185,9 @@ def baselines(
     results = {"random": run_episodes(config, lambda o: rng.integers(0, n, episodes), episodes,
                                       seed, flatten=False, progress=progress)}  # fmt: skip
     constants = {
-        a: run_episodes(config, _constant(a, episodes), episodes, seed, flatten=False,
-                        progress=progress)  # fmt: skip
+        a: run_episodes(
+            config, _constant(a, episodes), episodes, seed, flatten=False, progress=progress
+        )  # fmt: skip
         for a in range(n)
     }
     best = max(constants, key=lambda a: (constants[a].complete.mean(), constants[a].returns.mean()))
