@@ -6,6 +6,7 @@ example (examples/ppo_entities.py)."""
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -237,3 +238,42 @@ def test_the_cleanrl_style_ppo_example_runs(tmp_path: Path) -> None:
     updates = [line for line in run.stdout.splitlines() if line.startswith("update ")]
     assert len(updates) == 2, run.stdout
     assert "episodic_return" in run.stdout or "no episode" in run.stdout
+
+
+# ---- quick tries are quick ----
+
+
+def test_sb3_ppo_evaluates_only_when_asked(tmp_path: Path) -> None:
+    pytest.importorskip("stable_baselines3")
+    out = tmp_path / "run"
+    run = subprocess.run(
+        [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", "coinrun", "--steps", "256",
+         "--envs", "8", "--ppo", "n_steps=16", "--ppo", "batch_size=64", "--out", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert (out / "checkpoint" / "env.json").is_file()
+    assert not (out / "evaluation.json").exists()
+    assert f"python -m procgen_entities.evaluate {out / 'checkpoint'}" in run.stdout
+
+
+def test_evaluate_pins_torch_to_one_thread_and_counts_episodes(
+    capsys: pytest.CaptureFixture,
+) -> None:
+    pytest.importorskip("stable_baselines3")
+    import torch
+    from tqdm import tqdm
+
+    from procgen_entities.tools.checkpoint import Checkpoint, load_policy
+    from procgen_entities.tools.evaluate import main, run_episodes
+
+    torch.set_num_threads(2)
+    assert (
+        main([str(REPO / "checkpoints" / "coinrun"), "--episodes", "3", "--baselines", "none"]) == 0
+    )
+    assert torch.get_num_threads() == 1
+    assert capsys.readouterr().out.strip().splitlines()[-1].endswith("over 3 episodes")
+    folder = REPO / "checkpoints" / "coinrun"
+    with tqdm(total=5, file=io.StringIO()) as bar:
+        run_episodes(Checkpoint.load(folder).env, load_policy(folder), 5, 7, progress=bar)
+        assert bar.n == 5
