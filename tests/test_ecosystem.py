@@ -49,6 +49,22 @@ def test_vector_record_episode_statistics_works_with_its_defaults() -> None:
     env.close()
 
 
+def test_stats_key_names_the_envs_own_episode_record() -> None:
+    """``stats_key="episode"``: the record under its old name (then without the wrapper)."""
+    env = EntityVectorEnv("bigfish", 2, seed=0, stats_key="episode")
+    env.reset(seed=0)
+    for _, _, terminated, truncated, info in _random_steps(env, 600):
+        if (terminated | truncated).any():
+            assert (
+                "episode_stats" not in info and (info["_episode"] == terminated | truncated).all()
+            )
+            assert info["episode"]["l"][info["_episode"]].min() >= 1
+            break
+    else:
+        pytest.fail("no episode ended")
+    env.close()
+
+
 def test_single_env_record_episode_statistics_counts_the_episode() -> None:
     env = gym.wrappers.RecordEpisodeStatistics(gym.make("procgen_entities/bigfish-v0"))
     env.reset(seed=3)
