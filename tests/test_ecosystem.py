@@ -6,6 +6,7 @@ example (examples/ppo_entities.py)."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import subprocess
 import sys
@@ -218,28 +219,40 @@ def test_sb3_multi_input_policy_learns_on_the_dict_observation() -> None:
     env.close()
 
 
+TORCHRL_AS_USERS_DO = """
+import numpy as np
+from torchrl.envs import GymEnv, GymWrapper
+from torchrl.envs.libs.gym import gym_backend
+
+from procgen_entities.gymnasium.torchrl import torchrl_env
+
+env = torchrl_env("bigfish", 2, seed=0)
+assert isinstance(env, GymWrapper) and gym_backend().__name__ == "gymnasium"
+rollout = env.rollout(400, break_when_any_done=False)
+assert rollout.batch_size == (2, 400)
+done = rollout["next", "done"][..., 0].numpy()
+assert done.sum() >= 2, done.sum()
+step_fraction = rollout["global"][..., 0].numpy()  # 0 at the first step of a level
+for i, t in np.argwhere(done[:, :-1]):
+    assert step_fraction[i, t + 1] == 0.0 and rollout["next", "global"][i, t, 0] > 0
+env.close()
+single = GymEnv("procgen_entities/coinrun-v0")
+assert single.rollout(8)["next", "Player"].shape == (8, 1, 4)
+single.close()
+print("ok")
+"""
+
+
 def test_torchrl_gym_wrapper_and_gym_env() -> None:
     """GymWrapper of the vector env (DISABLED, the mode TorchRL accepts: torchrl_env chooses it;
-    TorchRL resets finished envs through reset_mask) and GymEnv of the registered id."""
-    pytest.importorskip("torchrl", reason="needs torchrl and tensordict")
-    from torchrl.envs import GymEnv, GymWrapper
-    from torchrl.envs.libs.gym import gym_backend
-
-    from procgen_entities.gymnasium.torchrl import torchrl_env
-
-    env = torchrl_env("bigfish", 2, seed=0)
-    assert isinstance(env, GymWrapper) and gym_backend().__name__ == "gymnasium"
-    rollout = env.rollout(400, break_when_any_done=False)
-    assert rollout.batch_size == (2, 400)
-    done = rollout["next", "done"][..., 0].numpy()
-    assert done.sum() >= 2
-    step_fraction = rollout["global"][..., 0].numpy()  # 0 at the first step of a level
-    for i, t in np.argwhere(done[:, :-1]):
-        assert step_fraction[i, t + 1] == 0.0 and rollout["next", "global"][i, t, 0] > 0
-    env.close()
-    single = GymEnv("procgen_entities/coinrun-v0")
-    assert single.rollout(8)["next", "Player"].shape == (8, 1, 4)
-    single.close()
+    TorchRL resets finished envs through reset_mask: the step after an episode's end is the
+    next level's first) and GymEnv of the registered id. In a child process: torchrl imports
+    ray, which test_rllib's cluster fixture must import first."""
+    if importlib.util.find_spec("torchrl") is None:  # not imported here (it imports ray)
+        pytest.skip("needs torchrl and tensordict (pip install torchrl)")
+    run = subprocess.run([sys.executable, "-c", TORCHRL_AS_USERS_DO], capture_output=True,
+                         text=True, timeout=600)  # fmt: skip
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-3000:]
 
 
 def test_the_cleanrl_style_ppo_example_runs(tmp_path: Path) -> None:
