@@ -250,6 +250,7 @@ static void step_one(void *raw, int64_t k) {
     uint8_t *g = (uint8_t *)job->source->games[k];
     int64_t i = job->first + k;
     pe_live_outputs *out = job->outputs;
+    if ((job->flags & PE_LIVE_RESET_ONLY) && !out->pending[i]) return;  /* not in reset_mask */
     out->terminal[i] = 0;
     out->truncated[i] = 0;
     if (out->pending[i]) {  /* a deferred reset: this step only starts the next episode */

@@ -92,11 +92,14 @@ typedef struct {
 } pe_live_outputs;
 
 #define PE_LIVE_DEFER_RESET 1
+#define PE_LIVE_RESET_ONLY 2
 
 /* Step envs [0, count) of `source` with actions[k] into set slots first + k, then write and
  * measure their states. An env whose episode ends also gets its terminal state (camera
  * recomputed) written to terminal_set (may be NULL). With PE_LIVE_DEFER_RESET the reset waits:
  * the step returns the terminal state and marks pending; the next step of that env only resets.
+ * With PE_LIVE_RESET_ONLY nothing steps: the envs marked pending reset (their actions are
+ * ignored) and the others keep their state and slot untouched (Gymnasium's reset_mask).
  * Returns PE_OK or the status of the lowest failing slot (*bad_index, *err). */
 pe_status pe_live_step(pe_pool *pool, const pe_live_source *source, const int32_t *actions,
                        int32_t count, int64_t first, pe_state_set *set, pe_state_set *terminal_set,

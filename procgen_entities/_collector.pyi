@@ -10,6 +10,7 @@ CELL_OUTSIDE: float
 FEATURE_REL_Y: int
 MAX_SLOTS: int
 DEFER_RESET: int
+RESET_ONLY: int
 
 class LiveGames:
     num_groups: int

@@ -9,6 +9,7 @@ from procgen_entities.thread_pool cimport pe_pool
 cdef extern from "live_game.h" nogil:
     enum:
         PE_LIVE_DEFER_RESET
+        PE_LIVE_RESET_ONLY
 
     ctypedef void (*pe_game_fn)(void *game) noexcept nogil
     ctypedef void (*pe_draw_prep_fn)(void *game, float rect_height) noexcept nogil

@@ -302,6 +302,24 @@ class ProcgenStepper:
             self._truncated[:] = done & (cur_time_before + 1 >= self._scalars[:, self._timeout])
 
     @locked
+    def reset_envs(self, mask: npt.NDArray[np.bool_]) -> None:
+        """Start the next episode (procgen's own reset: its next level) of the envs in ``mask``
+        now, whether or not theirs ended; the other envs are not stepped (headless engine)."""
+        self._check_open()
+        if self.engine != "headless":
+            raise ValueError(f"resetting some envs needs the headless engine (this env runs "
+                             f"{self.engine}, where procgen resets its envs itself)")  # fmt: skip
+        chosen = np.asarray(mask, dtype=bool)
+        marks = chosen.astype(np.uint8)  # the C step clears each mark as it resets that env
+        idle = np.zeros(self.num_envs, dtype=np.int32)  # ignored: nothing steps
+        self._collector.step_live(
+            self._live, -1, idle, 0, self._terminal, self._step_flags | _collector.RESET_ONLY,
+            self._truncated, self._terminal_written, marks,
+        )  # fmt: skip
+        self._pending_reset[chosen] = 0
+        self.refresh()
+
+    @locked
     def values_of(self, collector: Any) -> StepValues:
         """StepValues of the states in another collector of this stepper's size (e.g. the
         terminal states), in new arrays; slots it never held a state in get the current values."""

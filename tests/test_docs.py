@@ -1,9 +1,17 @@
-"""The numbers in docs/training.md are what the checked-in metrics files give."""
+"""The docs are tests: the numbers in docs/training.md are what the checked-in metrics files
+give, and every Python block of README.md and docs/*.md runs as written, its comments checked."""
 
 from __future__ import annotations
 
+import ast
+import io
+import re
+import tokenize
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Dict, List, Optional
 
+import numpy as np
 import pytest
 
 from procgen_entities.tools.plot import load_run, summary_table
@@ -56,3 +64,114 @@ def test_the_ablation_tables_come_from_the_runs(
     table = capsys.readouterr().out.strip().splitlines()
     text = (DOCS / "training.md").read_text()
     assert all(row in text for row in table), [row for row in table if row not in text]
+
+
+# ---- every Python block of README.md and docs/*.md runs as written ----
+
+ROOT = DOCS.parent
+#: ``<!-- test: EXTRA -->`` before a block: it needs that extra and runs only where it is installed.
+EXTRAS = {
+    "entity-gym": ("entity_gym",),
+    "train": ("stable_baselines3", "torch"),
+    "enn": ("enn_trainer",),
+    "ray": ("ray.rllib",),
+}
+_BLOCK = re.compile(r"(?:<!-- test: ([\w-]+) -->\s*\n)?```python\n(.*?)```", re.S)
+_SHAPED = re.compile(r"\b(float32|float64|int32|int64|uint8|bool)\s*\[([^\]]*)\]")
+
+
+@dataclass(frozen=True)
+class Block:
+    doc: str
+    line: int
+    extra: Optional[str]
+    source: str
+
+
+def _blocks() -> List[Block]:
+    found = []
+    for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        text = path.read_text()
+        for m in _BLOCK.finditer(text):
+            line = text[: m.start(2)].count("\n") + 1
+            found.append(Block(str(path.relative_to(ROOT)), line, m.group(1), m.group(2)))
+    return found
+
+
+BLOCKS = _blocks()
+
+
+def _comments(source: str) -> Dict[int, str]:
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    return {t.start[0]: t.string[1:].strip() for t in tokens if t.type == tokenize.COMMENT}
+
+
+def _check_comment(value: Any, comment: str, where: str) -> None:
+    """What an expression's comment states about it, where it states something checkable:
+    dtypes and shapes (``float32[n, 31], bool[n]``: the dtype, the rank and every number), a
+    Python literal (equal), or a repr (``Box(-inf, inf, (20, 6), float32)``: equal)."""
+    shaped = _SHAPED.findall(comment)
+    if shaped:
+        values = value if isinstance(value, tuple) else (value,)
+        shaped *= len(values) if len(shaped) == 1 else 1  # one spec for every value
+        assert len(values) == len(shaped), f"{where}: {len(values)} values, comment {comment!r}"
+        for v, (dtype, dims) in zip(values, shaped):
+            array = np.asarray(v)
+            assert array.dtype == np.dtype(dtype), f"{where}: {array.dtype}, comment {comment!r}"
+            sizes = [d.strip() for d in dims.split(",")]
+            assert array.ndim == len(sizes), f"{where}: shape {array.shape}, comment {comment!r}"
+            for size, actual in zip(sizes, array.shape):
+                assert not size.isdigit() or int(size) == actual, f"{where}: shape {array.shape}"
+        return
+    try:
+        literal = ast.literal_eval(comment)
+    except (ValueError, SyntaxError):
+        if comment.startswith(f"{type(value).__name__}("):
+            assert repr(value) == comment, f"{where}: {value!r}, comment {comment!r}"
+        return
+    if not isinstance(literal, (tuple, list, dict, str, int, float)) or "..." in comment:
+        return
+    assert value == literal, f"{where}: {value!r}, comment {comment!r}"
+
+
+def _close_all(namespace: Dict[str, Any]) -> None:
+    for value in namespace.values():
+        module = type(value).__module__ or ""
+        if module.startswith(("procgen", "gym")) and callable(getattr(value, "close", None)):
+            value.close()
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[f"{b.doc}:{b.line}" for b in BLOCKS])
+def test_doc_block_runs_as_written(block: Block) -> None:
+    """Each block alone, in a fresh namespace, statement by statement; an expression statement's
+    comment is checked against its value (_check_comment)."""
+    if block.extra is not None:
+        assert block.extra in EXTRAS, f"{block.doc}:{block.line}: unknown extra {block.extra!r}"
+        for module in EXTRAS[block.extra]:
+            pytest.importorskip(module, reason=f"needs the {block.extra} extra ({module})")
+    shift = block.line - 1  # line numbers of the document, in tracebacks too
+    comments = {line + shift: text for line, text in _comments(block.source).items()}
+    namespace: Dict[str, Any] = {"__name__": "__doc_block__"}
+    tree = ast.increment_lineno(ast.parse(block.source), shift)
+    filename = str(ROOT / block.doc)
+    try:
+        for statement in tree.body:
+            where = f"{block.doc}:{statement.lineno}"
+            if isinstance(statement, ast.Expr):
+                code = compile(ast.Expression(statement.value), filename, "eval")
+                value = eval(code, namespace)
+                comment = comments.get(statement.end_lineno or statement.lineno)
+                if comment:
+                    _check_comment(value, comment, where)
+            else:
+                exec(compile(ast.Module([statement], []), filename, "exec"), namespace)
+    finally:
+        _close_all(namespace)
+
+
+def test_every_python_block_is_found() -> None:
+    """The README's and the docs' blocks (a changed fence would silently drop one)."""
+    readme = (ROOT / "README.md").read_text()
+    assert sum(b.doc == "README.md" for b in BLOCKS) == readme.count("```python")
+    assert len(BLOCKS) == sum(p.read_text().count("```python") for p in [ROOT / "README.md",
+                              *DOCS.glob("*.md")])  # fmt: skip

@@ -134,7 +134,7 @@ def test_next_step_returns_the_terminal_observation_then_resets() -> None:
             final = i2["final_obs"][0]
             for k in final:
                 np.testing.assert_array_equal(o1[k][0], final[k])
-            assert i1["episode"]["r"][0] == i2["episode"]["r"][0]
+            assert i1["episode_stats"]["r"][0] == i2["episode_stats"]["r"][0]
             o1, r1, te1, tr1, _ = nxt.step(rng.integers(0, 15, 1))  # only resets
             assert r1[0] == 0 and not te1[0] and not tr1[0]
             for k in o2:
@@ -162,7 +162,7 @@ def test_time_limit_is_truncation_not_termination() -> None:
     assert not te[0] and not tr[0]
     _, _, te, tr, info = env.step(np.array([4]))
     assert tr[0] and not te[0]
-    assert info["episode"]["l"][0] >= 1
+    assert info["episode_stats"]["l"][0] >= 1
     final = info["final_obs"][0]
     assert parse_states(env.get_states()).cur_time[0] == 0 and final["global"][0] == 1.0
     env.close()
@@ -222,7 +222,7 @@ def test_engines_without_terminal_states_say_so() -> None:
     for _ in range(400):
         _, _, te, tr, info = env.step(rng.integers(0, 15, 2))
         if (te | tr).any():
-            assert "final_obs" not in info and "episode" in info
+            assert "final_obs" not in info and "episode_stats" in info
             break
     else:
         pytest.fail("no episode ended")

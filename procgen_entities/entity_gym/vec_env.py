@@ -112,7 +112,9 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
     @locked
     def act(self, actions: Mapping[str, RaggedBufferI64], obs_filter: ObsSpace) -> VecObs:
         self._check_open()
-        chosen = actions[ACTION_NAME].as_array().reshape(-1)
+        given = actions[ACTION_NAME]  # a RaggedBufferI64, or an array of one action per env
+        chosen = np.asarray(given.as_array() if hasattr(given, "as_array") else given)
+        chosen = chosen.reshape(-1)
         if chosen.shape[0] != self.num_envs:
             raise UsageError(f"expected one {ACTION_NAME!r} action per env ({self.num_envs})")
         self.step(chosen)  # checks the actions' dtype and range

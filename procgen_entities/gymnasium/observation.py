@@ -20,8 +20,16 @@ from procgen_entities import _collector
 from procgen_entities.errors import UsageError
 from procgen_entities.features import FeatureSpace
 from procgen_entities.games import Game, default_caps
+from procgen_entities.tilemap import tilemap_features
 
-__all__ = ["GLOBAL_KEY", "GRID_KEY", "MAX_ENTITY_CAP", "PaddedObservation", "resolve_caps"]
+__all__ = [
+    "GLOBAL_KEY",
+    "GRID_KEY",
+    "MAX_ENTITY_CAP",
+    "PaddedObservation",
+    "resolve_caps",
+    "training_caps",
+]
 
 GLOBAL_KEY = "global"
 GRID_KEY = "grid"
@@ -46,6 +54,14 @@ def tile_caps(mode: Optional[str], names: List[str], window: int, chunk: int) ->
         else:
             caps[name] = runs
     return caps
+
+
+def training_caps(game: Game, tilemap: Optional[str]) -> Dict[str, int]:
+    """The recipe's caps (``Game.training_caps``) for the types an observation with ``tilemap``
+    has; the other types keep their safe defaults (resolve_caps)."""
+    types = set(game.entity_types.values())
+    types |= set(tilemap_features(game.name, tilemap) if tilemap else ())
+    return {k: v for k, v in game.training_caps.items() if k in types}
 
 
 def resolve_caps(

@@ -3,8 +3,8 @@
 SB3 wants flat (``MlpPolicy``) or dict (``MultiInputPolicy``) observations, same-step resets
 and the terminal observation in ``infos[i]["terminal_observation"]`` (with
 ``"TimeLimit.truncated"``): exactly EntityVectorEnv with SAME_STEP on the headless engine
-(which has the true terminal states).
-Episode returns and lengths go to ``infos[i]["episode"]`` as SB3's Monitor writes them, so
+(which has the true terminal states). Episode returns and lengths (the env's
+``info["episode_stats"]``) go to ``infos[i]["episode"]`` as SB3's Monitor writes them, so
 ``model.ep_info_buffer`` and its logs work. ``EntityExtractor`` is the entity-native features
 extractor for ``MultiInputPolicy`` on the dict form (gymnasium/policy.py). Needs
 stable-baselines3 (the train extra).
@@ -59,11 +59,12 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc]
         dones = terminated | truncated
         infos: List[dict] = [{} for _ in range(self.num_envs)]
         for i in np.flatnonzero(dones):
+            stats = info[self.env.stats_key]
             infos[i]["terminal_observation"] = info["final_obs"][i]
             infos[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
             infos[i]["episode"] = {
-                "r": float(info["episode"]["r"][i]),
-                "l": int(info["episode"]["l"][i]),
+                "r": float(stats["r"][i]),
+                "l": int(stats["l"][i]),
                 "t": 0.0,
             }
             infos[i]["level_complete"] = bool(info["prev_level_complete"][i])

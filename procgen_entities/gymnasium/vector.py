@@ -13,6 +13,12 @@ Episodes (``autoreset_mode``):
   with the headless engine ``info["final_obs"]`` (and ``info["final_info"]``) hold the terminal
   one. The procgen-stepped engines have no terminal state (procgen reset already): they give no
   ``final_obs`` rather than a made-up one.
+- ``DISABLED`` (headless): as NEXT_STEP, but ``reset(options={"reset_mask": mask})`` starts the
+  next episode of the masked envs without stepping the others (an ended env that is stepped
+  instead resets as in NEXT_STEP). ``reset_mask`` works in the other modes too (headless).
+
+Episode returns and lengths go to ``info["episode_stats"]`` (``stats_key``), not Gymnasium's
+``info["episode"]``, which ``RecordEpisodeStatistics`` writes and refuses to find already there.
 
 ``terminated`` is the game's end (death or success), ``truncated`` procgen's time limit.
 """
@@ -38,12 +44,14 @@ from procgen_entities.features import (
     feature_space,
     global_features,
 )
+from procgen_entities.games import get_game
 from procgen_entities.gymnasium.observation import (
     GLOBAL_KEY,
     GRID_KEY,
     PaddedObservation,
     resolve_caps,
     tile_caps,
+    training_caps,
 )
 from procgen_entities.stepper import ProcgenStepper, check_actions, locked
 from procgen_entities.tilemap import (
@@ -70,7 +78,9 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     cells at the start; ``tilemap.tilemap_images``: class + 1, 0 = empty, row 0 = top), for a
     CNN; entities stay entities. Actions: procgen's 15
     (``metadata["action_labels"]``). Other keywords go to the stepper / procgen
-    (distribution_mode, num_levels, start_level, num_threads, ...).
+    (distribution_mode (procgen's default: hard), num_levels, start_level, num_threads, ...).
+    ``EntityVectorEnv.for_training(game, n)``: the training recipe's observation. A context
+    manager (closes on exit).
 
     Threads and fork as in stepper.py: calls take the stepper's lock (one at a time, ``close``
     waits for a call in flight); in a forked child only ``close`` works.
@@ -98,13 +108,13 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         seed: Optional[int] = None,
         autoreset_mode: Union[AutoresetMode, str] = AutoresetMode.NEXT_STEP,
         render_mode: Optional[str] = "rgb_array",
+        stats_key: str = "episode_stats",
         **options: Any,
     ) -> None:
         mode = AutoresetMode(autoreset_mode)
-        if mode == AutoresetMode.DISABLED:
-            raise ValueError("procgen resets its envs itself: use NEXT_STEP or SAME_STEP")
         self.autoreset_mode = mode
-        defer = mode == AutoresetMode.NEXT_STEP
+        self.stats_key = stats_key
+        defer = mode != AutoresetMode.SAME_STEP  # NEXT_STEP and DISABLED show terminal states
         try:
             self._stepper = ProcgenStepper(
                 game, num_envs, engine=engine, seed=seed, defer_reset=defer, **options
@@ -112,8 +122,8 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         except ValueError as exc:
             if "defer_reset" in str(exc):
                 raise EngineUnavailable(
-                    "autoreset_mode NEXT_STEP needs the headless engine (procgen's own stepping "
-                    "resets in the same step); use SAME_STEP with this engine"
+                    f"autoreset_mode {mode.name} needs the headless engine (procgen's own "
+                    "stepping resets in the same step); use SAME_STEP with this engine"
                 ) from None
             raise
         self.engine = self._stepper.engine
@@ -166,6 +176,20 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         """The stepper's lock (replaced in a forked child), taken by the @locked methods."""
         return self._stepper._call_lock
 
+    @classmethod
+    def for_training(cls, game: str, num_envs: int = 64, **kwargs: Any) -> "EntityVectorEnv":
+        """The observation and levels the training recipe uses (docs/training.md, sb3_ppo): the
+        game's training tilemap (``Game.training_tilemap``) and caps (``Game.training_caps``),
+        easy mode, the full level distribution; ``kwargs`` override any of them or add others
+        (``flatten=True`` for an MLP, ``seed``, ``autoreset_mode``, ...)."""
+        info = get_game(game)
+        tilemap = kwargs.get("tilemap", info.training_tilemap)
+        recipe: Dict[str, Any] = {"distribution_mode": "easy", "tilemap": tilemap}
+        caps = training_caps(info, tilemap)
+        if caps:
+            recipe["max_entities"] = caps
+        return cls(game, num_envs, **{**recipe, **kwargs})
+
     # ---- spaces ----
 
     def _single_space(self) -> spaces.Space:
@@ -194,10 +218,29 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     def reset(
         self, *, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None
     ) -> Tuple[Any, Dict[str, Any]]:
-        """New envs; ``seed`` seeds procgen's level sampling (the same seed, the same levels)."""
+        """New envs; ``seed`` seeds procgen's level sampling (the same seed, the same levels).
+        ``options={"reset_mask": mask}`` (bool [num_envs], headless engine): only the masked envs
+        start their next episode, the others keep theirs (not stepped)."""
+        mask = (options or {}).get("reset_mask")
+        if mask is not None:
+            return self._reset_some(mask, seed)
         self._stepper.restart(seed)
         self._returns[:] = 0.0
         self._lengths[:] = 0
+        obs, dropped = self._observe(self._stepper._collector)
+        return obs, self._info(dropped)
+
+    @locked
+    def _reset_some(self, mask: Any, seed: Optional[int]) -> Tuple[Any, Dict[str, Any]]:
+        mask = np.asarray(mask)
+        if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
+            raise ValueError(f"reset_mask must be a bool array of shape ({self.num_envs},), got "
+                             f"{mask.dtype} {mask.shape}")  # fmt: skip
+        if seed is not None:
+            raise ValueError("procgen seeds all envs together: reset(seed=...) without reset_mask")
+        self._stepper.reset_envs(mask)
+        self._returns[mask] = 0.0
+        self._lengths[mask] = 0
         obs, dropped = self._observe(self._stepper._collector)
         return obs, self._info(dropped)
 
@@ -229,11 +272,11 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         info = self._info(dropped)
         info["prev_level_complete"] = values.scalars["level_complete"] != 0
         if ended.any():
-            info["episode"] = {
+            info[self.stats_key] = {
                 "r": np.where(ended, self._returns, 0.0).astype(np.float32),
                 "l": np.where(ended, self._lengths, 0).astype(np.int32),
             }
-            info["_episode"] = ended
+            info[f"_{self.stats_key}"] = ended
             if self.autoreset_mode == AutoresetMode.SAME_STEP:
                 self._add_final(info, ended)
             self._returns[ended] = 0.0
@@ -244,6 +287,12 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     def render(self) -> Any:
         """Every env's 64x64 RGB frame, [n, 64, 64, 3] (rendered on demand when headless)."""
         return self._stepper.render() if self.render_mode == "rgb_array" else None
+
+    def __enter__(self) -> "EntityVectorEnv":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close_extras(self, **kwargs: Any) -> None:
         stepper = getattr(self, "_stepper", None)  # None if __init__ failed
@@ -335,7 +384,8 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             obs_list[i] = final[i] if self.flatten else {k: v[i] for k, v in final.items()}
         info["final_obs"] = np.array(obs_list, dtype=object)
         info["_final_obs"] = ended.copy()
-        info["final_info"] = {"episode": info["episode"], "_episode": ended.copy()}
+        key = self.stats_key
+        info["final_info"] = {key: info[key], f"_{key}": ended.copy()}
         info["_final_info"] = ended.copy()
 
     def _info(self, dropped: npt.NDArray[np.int64]) -> Dict[str, Any]:

@@ -58,14 +58,14 @@ def record_episode(
     """``on_episode_end``: one record per finished episode, logged under ``EPISODES_KEY``.
 
     ``return``/``length`` are what RLlib collected (its episode chunks' rewards and steps),
-    ``env_return``/``env_length`` what the env counted itself (``info["episode"]``), and
+    ``env_return``/``env_length`` what the env counted itself (``info["episode_stats"]``), and
     ``level_complete`` the game's own flag on the terminal step.
     """
     if metrics_logger is None:
         return
     chunks = [*(prev_episode_chunks or []), episode]
     info: Dict[str, Any] = episode.get_infos(-1) or {}
-    counted = info.get("episode") or {}
+    counted = info.get("episode_stats") or {}
     record = {
         "return": float(sum(c.get_return() for c in chunks)),
         "length": int(sum(len(c) for c in chunks)),

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import numpy as np
+from tqdm import tqdm
 
 from procgen_entities.features import ACTION_LABELS, feature_space
 from procgen_entities.games import Game, get_game
@@ -101,10 +102,17 @@ def death_cause(game: Game, batch: Any, i: int) -> str:
 
 
 def run_episodes(
-    config: EnvConfig, policy: Policy, episodes: int, seed: int, *, flatten: bool = True
+    config: EnvConfig,
+    policy: Policy,
+    episodes: int,
+    seed: int,
+    *,
+    flatten: bool = True,
+    progress: Optional[Any] = None,
 ) -> Episodes:
     """``policy`` (a batch of observations -> actions) for one episode in each of ``episodes``
-    envs seeded with ``seed``: the same levels for every policy with the same seed."""
+    envs seeded with ``seed``: the same levels for every policy with the same seed.
+    ``progress``: a tqdm bar, advanced by every finished episode."""
     # consecutive group seeds: the levels every recorded evaluation was measured on
     env = make_env(config, episodes, seed, flatten=flatten, autoreset_mode="NextStep",
                    group_seeding="consecutive")  # fmt: skip
@@ -133,6 +141,8 @@ def run_episodes(
             else:
                 causes[i] = death_cause(game, terminal, k)
         finished |= ended
+        if progress is not None:
+            progress.update(int(ended.sum()))
     env.close()
     result.causes = causes
     return result
@@ -168,14 +178,18 @@ def _constant(action: int, n: int) -> Policy:
     return lambda obs: np.full(n, action)
 
 
-def baselines(config: EnvConfig, episodes: int, seed: int) -> Dict[str, Episodes]:
+def baselines(
+    config: EnvConfig, episodes: int, seed: int, progress: Optional[Any] = None
+) -> Dict[str, Episodes]:
     """Random, the best constant action, and the game's scripted rule, on the same levels."""
     rng = np.random.default_rng(seed)
     n = len(ACTION_LABELS)
     results = {"random": run_episodes(config, lambda o: rng.integers(0, n, episodes), episodes,
-                                      seed, flatten=False)}  # fmt: skip
+                                      seed, flatten=False, progress=progress)}  # fmt: skip
     constants = {
-        a: run_episodes(config, _constant(a, episodes), episodes, seed, flatten=False)
+        a: run_episodes(
+            config, _constant(a, episodes), episodes, seed, flatten=False, progress=progress
+        )  # fmt: skip
         for a in range(n)
     }
     best = max(constants, key=lambda a: (constants[a].complete.mean(), constants[a].returns.mean()))
@@ -184,7 +198,7 @@ def baselines(config: EnvConfig, episodes: int, seed: int) -> Dict[str, Episodes
         space = feature_space(config.game, relative_positions=True)  # the env's entity features
         names = {name: tuple(e.features) for name, e in space.entities.items()}
         results["scripted"] = run_episodes(
-            config, SCRIPTED[config.game](names), episodes, seed, flatten=False
+            config, SCRIPTED[config.game](names), episodes, seed, flatten=False, progress=progress
         )
     return results
 
@@ -229,11 +243,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args.train_levels:
         config.num_levels, config.start_level = 0, 0  # test levels: the full distribution
     policy = load_policy(args.checkpoint, deterministic=not args.sampled)
+    if "torch" in sys.modules:  # one thread: its pool fought the env's for the cores (3x slower)
+        sys.modules["torch"].set_num_threads(1)
     label = f"checkpoint ({'sampled' if args.sampled else 'greedy'}, {checkpoint.steps:,} steps)"
     flat = not wants_dict_observation(args.checkpoint)
-    results = {label: run_episodes(config, policy, args.episodes, args.seed, flatten=flat)}
-    if args.baselines == "all":
-        results.update(baselines(config, args.episodes, args.seed))
+    policies = 1 + (len(ACTION_LABELS) + 1 + (config.game in SCRIPTED)) * (args.baselines == "all")
+    with tqdm(total=policies * args.episodes, unit="episode", disable=None) as bar:
+        results = {label: run_episodes(config, policy, args.episodes, args.seed, flatten=flat,
+                                       progress=bar)}  # fmt: skip
+        if args.baselines == "all":
+            results.update(baselines(config, args.episodes, args.seed, bar))
     summaries = {name: r.summary() for name, r in results.items()}
     r_range = get_game(config.game).return_range
     if r_range is not None:  # the procgen paper's normalised return

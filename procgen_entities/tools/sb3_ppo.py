@@ -9,8 +9,10 @@ checkpoints, resume, evaluate.
 Trains SB3's PPO (MlpPolicy) on ``EntityVectorEnv(GAME, flatten=True, autoreset_mode=SameStep)``
 with the game's training tilemap and caps (``Game.training_caps``), writes ``DIR/metrics.jsonl``
 (the format ``python -m procgen_entities.plot`` reads) and checkpoint folders (``DIR/checkpoint``
-and, every ``--checkpoint-every`` steps, ``DIR/checkpoint-<steps>``; see tools/checkpoint.py), then
-evaluates the final checkpoint with ``procgen_entities.evaluate``. ``--resume DIR`` continues a
+and, every ``--checkpoint-every`` steps, ``DIR/checkpoint-<steps>``; see tools/checkpoint.py).
+``--eval-episodes N`` then evaluates the final checkpoint with ``procgen_entities.evaluate``
+(into ``DIR/evaluation.json``; the default 0 only prints the command, since 1,000 episodes and
+17 policies take minutes). ``--resume DIR`` continues a
 checkpoint (its env config, weights, normaliser and step count). ``--ent-coef A:B``: the
 entropy bonus goes linearly from A to B over the run. ``--policy attention``: SB3's
 ``MultiInputPolicy`` on the dict form with the entity encoder (gymnasium/policy.py: attention over
@@ -135,7 +137,8 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--layers", type=int, default=0, help="attention: self-attention layers")
     parser.add_argument("--ppo", action="append", default=[], metavar="KEY=VALUE",
                         help="override a PPO setting (n_epochs=10, gamma=0.99, ...)")  # fmt: skip
-    parser.add_argument("--eval-episodes", type=int, default=1000)
+    parser.add_argument("--eval-episodes", type=int, default=0,
+                        help="evaluate the final checkpoint on N levels (0: do not)")  # fmt: skip
     parser.add_argument("--eval-baselines", choices=("all", "none"), default="all")
     parser.add_argument(
         "--train-threads",
@@ -170,12 +173,13 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
 def _caps(info: Game, tilemap: Optional[str], overrides: List[str]) -> Dict[str, int]:
     """The game's training caps for the types this tilemap has (the others keep their safe
     defaults), then ``--cap TYPE=N``."""
+    from procgen_entities.gymnasium.observation import training_caps
     from procgen_entities.tilemap import tilemap_features
 
     types = set(info.entity_types.values()) | set(
         tilemap_features(info.name, tilemap) if tilemap else ()
     )
-    caps = {k: v for k, v in info.training_caps.items() if k in types}
+    caps = training_caps(info, tilemap)
     for item in overrides:
         name, _, value = item.partition("=")
         if name not in types or not value.isdigit():
@@ -307,6 +311,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     metrics.close()
     save(model, "checkpoint")
     env.close()
+    if args.eval_episodes <= 0:
+        print(f"trained {model.num_timesteps:,} steps into {out / 'checkpoint'}; evaluate it with "
+              f"python -m procgen_entities.evaluate {out / 'checkpoint'}")  # fmt: skip
+        return 0
     from procgen_entities.tools.evaluate import main as evaluate
 
     return evaluate(
