@@ -405,7 +405,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     @locked
     def set_states(self, states: List[bytes]) -> Any:
         """Restore saved states (validated first, see ProcgenStepper.restore_states) and return
-        their observation. Episode statistics (``info["episode"]``) restart from the restored
+        their observation. Episode statistics (``info["episode_stats"]``) restart from the restored
         states: their return and length count the steps taken after the restore."""
         self._stepper.restore_states(states)
         self._returns[:] = 0.0
