@@ -108,7 +108,8 @@ def test_committed_checkpoints_still_play_their_game(folder: Path) -> None:
 
     checkpoint = Checkpoint.load(folder)
     policy = load_policy(folder)
-    assert (folder / "policy.pth").exists() and not (folder / "model.zip").exists()
+    files = {p.name for p in folder.iterdir()}
+    assert files == {"env.json", "policy.json", "policy.pt", "policy.npz", "normalizer.npz"}
     episodes = run_episodes(checkpoint.env, policy, 8, seed=3)
     assert len(episodes.causes) == 8 and all(episodes.causes)
     assert checkpoint.steps >= 3_000_000

@@ -4,15 +4,18 @@ checkpoints, resume, evaluate.
     python -m procgen_entities.tools.sb3_ppo GAME [--steps N] [--out DIR] [--seed S]
         [--mode easy|hard] [--num-levels 200] [--resume DIR] [--checkpoint-every N]
         [--ent-coef A[:B]] [--no-window] [--stale-support] [--no-normalize] [--eval-episodes N]
-        [--tilemap MODE] [--cap TYPE=N ...] [--smoke]
+        [--tilemap MODE] [--cap TYPE=N ...] [--trust-pickle] [--smoke]
 
 Trains SB3's PPO (MlpPolicy) on ``EntityVectorEnv(GAME, flatten=True, autoreset_mode=SameStep)``
 with the game's training tilemap and caps (``Game.training_caps``), writes ``DIR/metrics.jsonl``
 (the format ``python -m procgen_entities.plot`` reads) and checkpoint folders (``DIR/checkpoint``
 and, every ``--checkpoint-every`` steps, ``DIR/checkpoint-<steps>``; see tools/checkpoint.py), then
 evaluates the final checkpoint with ``procgen_entities.evaluate``. ``--resume DIR`` continues a
-checkpoint (its env config, weights, normaliser and step count). ``--ent-coef A:B``: the
-entropy bonus goes linearly from A to B over the run. Needs the train extra.
+checkpoint (its env config, weights, optimizer state, normaliser and step count; the PPO
+settings it recorded, then ``--ppo``); checkpoints are data files only (tools/checkpoint.py), and a
+folder in the old pickled format is refused unless ``--trust-pickle`` (which converts it first).
+``--ent-coef A:B``: the entropy bonus goes linearly from A to B over the run. Needs the train
+extra.
 """
 
 from __future__ import annotations
@@ -25,7 +28,17 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from procgen_entities.games import Game, get_game
-from procgen_entities.tools.checkpoint import Checkpoint, EnvConfig, make_env
+from procgen_entities.tools.checkpoint import (
+    OPTIMIZER,
+    Checkpoint,
+    CheckpointError,
+    EnvConfig,
+    convert,
+    load_normalizer,
+    make_env,
+    read_spec,
+    save_sb3,
+)
 
 __all__ = ["main"]
 
@@ -98,6 +111,9 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--mode", default="easy", help="procgen distribution_mode")
     parser.add_argument("--num-levels", type=int, default=0, help="0: the full distribution")
     parser.add_argument("--resume", type=Path, default=None, help="a checkpoint folder")
+    parser.add_argument("--trust-pickle", action="store_true",
+                        help="--resume from an old pickled checkpoint (converted first; "
+                             "unpickling can run code: only folders you trust)")  # fmt: skip
     parser.add_argument("--checkpoint-every", type=int, default=500_000)
     parser.add_argument("--ent-coef", default="0.01", help="A or A:B (linear from A to B)")
     parser.add_argument("--no-window", action="store_true", help="every entity of the level")
@@ -151,6 +167,23 @@ def _caps(info: Game, tilemap: Optional[str], overrides: List[str]) -> Dict[str,
     return caps
 
 
+def _resume(folder: Path, trust_pickle: bool) -> tuple:
+    """(Checkpoint, policy.json) of the folder to resume; an old pickled folder is converted
+    first when trusted, else refused."""
+    try:
+        checkpoint = Checkpoint.load(folder)
+        try:
+            spec = read_spec(folder)
+        except CheckpointError:
+            if not trust_pickle:
+                raise
+            convert(folder)
+            spec = read_spec(folder)
+    except CheckpointError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    return checkpoint, spec
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = _parse_args(argv)
     import torch
@@ -158,9 +191,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     from stable_baselines3.common.vec_env import VecNormalize
 
     from procgen_entities.gymnasium.sb3 import SB3VecEnv
+    from procgen_entities.tools.checkpoint import _torch_activations, _torch_state
+    from procgen_entities.tools.numpy_policy import Normalizer
 
     torch.set_num_threads(1)  # the env's pool uses the other core
     hyper = dict(HYPERPARAMETERS)
+    spec: Optional[Dict[str, Any]] = None
+    if args.resume:
+        checkpoint, spec = _resume(args.resume, args.trust_pickle)
+        config, done = checkpoint.env, checkpoint.steps
+        hyper.update({k: type(v)(checkpoint.trainer[k]) for k, v in hyper.items()
+                      if k in checkpoint.trainer})  # fmt: skip
+    else:
+        config, done = _env_config(args), 0
+        checkpoint = Checkpoint(env=config, normalize=not args.no_normalize)
     for item in args.ppo:
         key, _, value = item.partition("=")
         if key not in hyper:
@@ -169,53 +213,61 @@ def main(argv: Optional[List[str]] = None) -> int:
     schedule = tuple(float(x) for x in (args.ent_coef.split(":") * 2)[:2])
     out = args.out or Path("runs") / f"sb3-{args.game}-{args.seed}"
     out.mkdir(parents=True, exist_ok=True)
-    if args.resume:
-        try:
-            checkpoint = Checkpoint.load(args.resume)
-        except FileNotFoundError as exc:
-            raise SystemExit(f"error: {exc}") from None
-        config, done = checkpoint.env, checkpoint.steps
-    else:
-        config, done = _env_config(args), 0
-        checkpoint = Checkpoint(env=config, normalize=not args.no_normalize)
     if args.smoke:  # two tiny updates past where the run starts
         args.steps, args.envs, args.eval_episodes = done + 2 * 8 * 16, 8, 16
         hyper.update(n_steps=16, batch_size=128)
     r_min, r_max = get_game(args.game).return_range or (0.0, 10.0)
+    net: Any = spec["net_arch"] if spec else [int(x) for x in args.net.split(",")]
     checkpoint.trainer = {"trainer": "stable-baselines3 PPO MlpPolicy", "seed": args.seed,
-                          "envs": args.envs, "ent_coef": list(schedule), "net": args.net,
+                          "envs": args.envs, "ent_coef": list(schedule),
+                          "net": ",".join(map(str, net)) if isinstance(net, list) else net,
                           **hyper}  # fmt: skip
     meta = {"game": args.game, "env": "sb3", "seed": args.seed, "tilemap": config.tilemap,
             "r_min": r_min, "r_max": r_max, "resumed_at": done, **checkpoint.trainer,
             "env_config": checkpoint.env.env_kwargs()}  # fmt: skip
     env: Any = SB3VecEnv(make_env(config, args.envs, args.seed + done))
     if checkpoint.normalize:
-        env = (
-            VecNormalize.load(str(args.resume / "vecnormalize.pkl"), env)
-            if args.resume
-            else VecNormalize(env, gamma=hyper["gamma"])
-        )
+        if args.resume:
+            stats = load_normalizer(args.resume)
+            env = VecNormalize(env, gamma=stats.gamma, norm_obs=stats.norm_obs,
+                               norm_reward=stats.norm_reward, clip_obs=stats.clip_obs,
+                               clip_reward=stats.clip_reward, epsilon=stats.epsilon)  # fmt: skip
+            stats.apply_to(env)
+        else:
+            env = VecNormalize(env, gamma=hyper["gamma"])
 
     def save(model: Any, name: str) -> None:
         folder = out / name
         checkpoint.steps = int(model.num_timesteps)  # counted from the first run
         checkpoint.save(folder)
-        model.save(folder / "model.zip")
-        model.policy.save(str(folder / "policy.pth"))
-        if checkpoint.normalize:
-            env.save(str(folder / "vecnormalize.pkl"))
+        stats = Normalizer.from_vec_normalize(env) if checkpoint.normalize else None
+        save_sb3(folder, model.policy, stats, optimizer=True)
 
     total = args.steps - done
     if total <= 0:
         raise SystemExit(f"the checkpoint already has {done} steps (--steps {args.steps})")
     metrics = _Metrics(out, meta, schedule, args.steps, args.checkpoint_every, save)
     metrics.saved = done // args.checkpoint_every if args.checkpoint_every else 0
-    layers = [int(x) for x in args.net.split(",")]
+    start, end = schedule
+    coef = start + (end - start) * min(1.0, done / max(args.steps, 1))
+    policy_kwargs: Dict[str, Any] = {"net_arch": net}
+    if spec:
+        policy_kwargs["activation_fn"] = _torch_activations()[spec["activation"]]
+    model = PPO("MlpPolicy", env, seed=args.seed, verbose=0, device="cpu", ent_coef=coef,
+                policy_kwargs=policy_kwargs, **hyper)  # fmt: skip
     if args.resume:
-        model = PPO.load(args.resume / "model.zip", env=env, device="cpu")
-    else:
-        model = PPO("MlpPolicy", env, seed=args.seed, verbose=0, device="cpu",
-                    ent_coef=schedule[0], policy_kwargs={"net_arch": layers}, **hyper)  # fmt: skip
+        try:
+            model.policy.load_state_dict(_torch_state(args.resume))
+        except (CheckpointError, RuntimeError) as exc:
+            raise SystemExit(f"error: {str(exc).splitlines()[0]}") from None
+        if (args.resume / OPTIMIZER).is_file():
+            model.policy.optimizer.load_state_dict(
+                torch.load(args.resume / OPTIMIZER, map_location="cpu", weights_only=True)
+            )
+        else:
+            print(f"note: {args.resume} has no {OPTIMIZER}: Adam's moments start afresh",
+                  file=sys.stderr)  # fmt: skip
+        model.num_timesteps = done
     model.learn(total_timesteps=total, callback=metrics.callback, progress_bar=True,
                 reset_num_timesteps=not args.resume)  # fmt: skip
     metrics.close()
