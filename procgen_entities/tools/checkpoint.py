@@ -319,8 +319,14 @@ def _backend(requested: str) -> str:
         raise ValueError(f"backend must be auto, torch or numpy, not {requested!r}")
     if requested != "auto":
         return requested
-    has = importlib.util.find_spec
-    return "torch" if has("torch") and has("stable_baselines3") else "numpy"
+    return "torch" if _installed("torch") and _installed("stable_baselines3") else "numpy"
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # blocked, or a half-imported module
+        return False
 
 
 def load_policy(

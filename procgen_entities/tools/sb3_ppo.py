@@ -25,7 +25,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NoReturn, Optional
 
 from procgen_entities.games import Game, get_game
 from procgen_entities.tools.checkpoint import (
@@ -99,6 +99,12 @@ class _Metrics:
         self.file.close()
 
 
+def _fail(message: str) -> NoReturn:
+    """A command-line error: one line on stderr, exit status 2."""
+    sys.stderr.write(f"python -m procgen_entities.tools.sb3_ppo: error: {message}\n")
+    raise SystemExit(2)
+
+
 def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m procgen_entities.tools.sb3_ppo", description=__doc__.split("\n")[0]
@@ -138,7 +144,7 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
     globals_ = None
     if args.stale_support:
         if info.support is None:
-            raise SystemExit(f"{args.game} has no support feature")
+            _fail(f"{args.game} has no support feature")
         from procgen_entities.features import global_feature_names
 
         globals_ = ["has_support" if g == "on_ground" else g for g in global_feature_names(info)]
@@ -162,7 +168,7 @@ def _caps(info: Game, tilemap: Optional[str], overrides: List[str]) -> Dict[str,
     for item in overrides:
         name, _, value = item.partition("=")
         if name not in types or not value.isdigit():
-            raise SystemExit(f"--cap: expected TYPE=N with TYPE one of {', '.join(sorted(types))}")
+            _fail(f"--cap: expected TYPE=N with TYPE one of {', '.join(sorted(types))}")
         caps[name] = int(value)
     return caps
 
@@ -180,7 +186,7 @@ def _resume(folder: Path, trust_pickle: bool) -> tuple:
             convert(folder)
             spec = read_spec(folder)
     except CheckpointError as exc:
-        raise SystemExit(f"error: {exc}") from None
+        _fail(str(exc))
     return checkpoint, spec
 
 
@@ -208,7 +214,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     for item in args.ppo:
         key, _, value = item.partition("=")
         if key not in hyper:
-            raise SystemExit(f"--ppo: unknown setting {key!r} (one of {', '.join(hyper)})")
+            _fail(f"--ppo: unknown setting {key!r} (one of {', '.join(hyper)})")
         hyper[key] = type(hyper[key])(value)
     schedule = tuple(float(x) for x in (args.ent_coef.split(":") * 2)[:2])
     out = args.out or Path("runs") / f"sb3-{args.game}-{args.seed}"
@@ -245,7 +251,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     total = args.steps - done
     if total <= 0:
-        raise SystemExit(f"the checkpoint already has {done} steps (--steps {args.steps})")
+        _fail(f"the checkpoint already has {done} steps (--steps {args.steps})")
     metrics = _Metrics(out, meta, schedule, args.steps, args.checkpoint_every, save)
     metrics.saved = done // args.checkpoint_every if args.checkpoint_every else 0
     start, end = schedule
@@ -259,7 +265,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         try:
             model.policy.load_state_dict(_torch_state(args.resume))
         except (CheckpointError, RuntimeError) as exc:
-            raise SystemExit(f"error: {str(exc).splitlines()[0]}") from None
+            _fail(str(exc).splitlines()[0])
         if (args.resume / OPTIMIZER).is_file():
             model.policy.optimizer.load_state_dict(
                 torch.load(args.resume / OPTIMIZER, map_location="cpu", weights_only=True)
