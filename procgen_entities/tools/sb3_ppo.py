@@ -192,6 +192,8 @@ def _resume(folder: Path, trust_pickle: bool) -> tuple:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = _parse_args(argv)
+    # The folder to resume is checked first: its errors come before the imports' output.
+    resume = _resume(args.resume, args.trust_pickle) if args.resume else None
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import VecNormalize
@@ -203,8 +205,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     torch.set_num_threads(1)  # the env's pool uses the other core
     hyper = dict(HYPERPARAMETERS)
     spec: Optional[Dict[str, Any]] = None
-    if args.resume:
-        checkpoint, spec = _resume(args.resume, args.trust_pickle)
+    if resume is not None:
+        checkpoint, spec = resume
         config, done = checkpoint.env, checkpoint.steps
         hyper.update({k: type(v)(checkpoint.trainer[k]) for k, v in hyper.items()
                       if k in checkpoint.trainer})  # fmt: skip
