@@ -276,3 +276,13 @@ def test_evaluate_errors_are_one_line_with_exit_status_2(tmp_path: Path, case: s
 
 def test_evaluate_refuses_a_missing_folder() -> None:
     _one_line_error(_evaluate("/nonexistent/checkpoint"), "not a checkpoint folder")
+
+
+def test_enn_checkpoints_with_pickled_blobs_are_refused(tmp_path: Path) -> None:
+    """hyperstate's legacy snapshots pickle their state: refused before enn-trainer loads."""
+    folder = _copy(REPO / "checkpoints" / "coinrun", tmp_path / "enn-run", ["env.json"])
+    (folder / "enn").mkdir()
+    (folder / "enn" / "state.agent.pickle").write_bytes(pickle.dumps(_Payload(tmp_path / "x")))
+    with pytest.raises(CheckpointError, match="state.agent.pickle"):
+        load_policy(folder)
+    assert not (tmp_path / "x").exists()

@@ -16,7 +16,8 @@ A checkpoint folder holds only data; loading it never runs code from it (no pick
 
 Folders from before this format hold pickles (``vecnormalize.pkl``, ``policy.pth``,
 ``model.zip``), which can run arbitrary code when loaded; they are refused, with the one command
-that converts a folder whose source you trust::
+that converts a folder whose source you trust (enn-trainer checkpoints, ``DIR/enn``, are
+hyperstate's msgpack and ron files; pickled files in them are refused)::
 
     python -m procgen_entities.tools.checkpoint convert DIR --trust-pickle [--remove-pickles]
 
@@ -50,11 +51,14 @@ __all__ = [
     "EnvConfig",
     "NotACheckpoint",
     "PICKLED_FILES",
+    "build_sb3_policy",
     "convert",
     "load_normalizer",
     "load_policy",
     "make_env",
+    "read_spec",
     "save_sb3",
+    "torch_logits",
     "wants_dict_observation",
 ]
 
@@ -342,8 +346,14 @@ def load_policy(
     folder = Path(folder)
     checkpoint = Checkpoint.load(folder)
     if wants_dict_observation(folder):
-        from procgen_entities.tools.enn_policy import load_enn_policy
+        from procgen_entities.tools.enn_policy import ENN_FOLDER, load_enn_policy
 
+        # hyperstate keeps the state as msgpack and the config as ron (data); its legacy
+        # snapshots hold pickles (loaded only under UNSAFE_DESERIALIZE_PICKLE): refused here.
+        pickled = sorted(str(p.relative_to(folder)) for p in (folder / ENN_FOLDER).rglob("*")
+                         if p.suffix in (".pickle", ".pkl", ".pth", ".pt"))  # fmt: skip
+        if pickled:
+            raise CheckpointError(f"{folder}: pickled files ({', '.join(pickled)}) are not loaded")
         probe = make_env(checkpoint.env, 1, 0, flatten=False)
         names = probe.metadata["feature_names"]
         probe.close()

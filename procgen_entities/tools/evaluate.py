@@ -271,8 +271,8 @@ def _prepare(args: argparse.Namespace) -> tuple:
     except ImportError as exc:
         _fail(f"{args.checkpoint} needs a package that is not installed ({exc})")
     except (CheckpointError, ValueError, TypeError) as exc:
-        lines = str(exc).strip().splitlines() or [type(exc).__name__]
-        _fail(f"{args.checkpoint}: {lines[0]}")
+        line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        _fail(line if str(args.checkpoint) in line else f"{args.checkpoint}: {line}")
     return checkpoint, config, policy
 
 

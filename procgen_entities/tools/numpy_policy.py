@@ -3,10 +3,10 @@ MLP as numpy, from the checkpoint's data files (``normalizer.npz``, ``policy.jso
 ``policy.npz``; tools/checkpoint.py writes them).
 
 It computes what SB3 computes: ``VecNormalize.normalize_obs`` (in float64, then float32), the
-actor's Linear/activation layers and ``action_net`` in float32, then the argmax of the logits
-(SB3's greedy action) or a sample of their softmax. Matrix products in numpy and torch sum in
-different orders, so logits agree to ~1e-6, not bit for bit (tests/test_checkpoint.py checks
-1e-5 and identical greedy actions on real episodes).
+actor's Linear/activation layers and ``action_net`` (from the float32 weights and inputs, in
+float64, so the result is torch's up to torch's own float32 rounding: 4e-6 on logits of ~12),
+then the argmax of the logits (SB3's greedy action) or a sample of their softmax
+(tests/test_checkpoint.py checks 1e-5 and identical greedy actions on real episodes).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ __all__ = ["ACTIVATIONS", "MlpPolicy", "Normalizer", "NORMALIZER_FILE", "read_np
 NORMALIZER_FILE = "normalizer.npz"
 
 #: The activations an SB3 MLP checkpoint may name (policy.json's "activation").
-ACTIVATIONS: Dict[str, Callable[[npt.NDArray[np.float32]], npt.NDArray[np.float32]]] = {
+ACTIVATIONS: Dict[str, Callable[[npt.NDArray[np.float64]], npt.NDArray[np.float64]]] = {
     "tanh": np.tanh,
-    "relu": lambda x: np.maximum(x, np.float32(0)),
+    "relu": lambda x: np.maximum(x, 0.0),
 }
 
 #: normalizer.npz's arrays: SB3 VecNormalize's running statistics and settings.
@@ -140,7 +140,7 @@ class MlpPolicy:
                 or b.shape != w.shape[:1]
             ):
                 raise ValueError(f"policy weights: {name} is missing or does not fit the layers")
-            self.layers.append((np.ascontiguousarray(w.T, np.float32), b.astype(np.float32)))
+            self.layers.append((np.ascontiguousarray(w.T, np.float64), b.astype(np.float64)))
             width = w.shape[0]
         if width != int(spec["actions"]):
             raise ValueError(f"policy weights: {width} logits for {spec['actions']} actions")
@@ -148,13 +148,14 @@ class MlpPolicy:
 
     def logits(self, obs: np.ndarray) -> np.ndarray:
         """[n, actions] float32 logits of [n, observation_size] (already normalised) inputs."""
-        h = np.asarray(obs, dtype=np.float32)
-        if h.ndim != 2 or h.shape[1] != self.observation_size:
-            raise ValueError(f"expected observations [n, {self.observation_size}], got {h.shape}")
+        x = np.asarray(obs, dtype=np.float32)  # what the torch policy gets
+        if x.ndim != 2 or x.shape[1] != self.observation_size:
+            raise ValueError(f"expected observations [n, {self.observation_size}], got {x.shape}")
+        h = x.astype(np.float64)
         for w, b in self.layers[:-1]:
             h = self.activation(h @ w + b)
         w, b = self.layers[-1]
-        return h @ w + b  # type: ignore[no-any-return]
+        return (h @ w + b).astype(np.float32)  # type: ignore[no-any-return]
 
     def act(self, obs: np.ndarray, rng: Optional[np.random.Generator] = None) -> np.ndarray:
         """Greedy actions (``rng`` None), else sampled from the logits' softmax."""
