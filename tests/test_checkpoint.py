@@ -286,3 +286,21 @@ def test_enn_checkpoints_with_pickled_blobs_are_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="state.agent.pickle"):
         load_policy(folder)
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.live
+def test_resume_with_trust_pickle_converts_then_trains(tmp_path: Path) -> None:
+    """sb3_ppo --resume on an old pickled folder: refused without --trust-pickle (test_agents),
+    converted and continued with it (no optimizer state in policy.pth: Adam starts afresh)."""
+    pytest.importorskip("stable_baselines3")
+    folder = _old_format(tmp_path)
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", "coinrun", "--smoke",
+               "--out", str(out), "--resume", str(folder), "--trust-pickle",
+               "--eval-baselines", "none"]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "no optimizer.pt" in proc.stderr
+    assert (folder / "policy.json").exists() and (folder / "policy.pth").exists()  # kept
+    steps = Checkpoint.load(REPO / "checkpoints" / "coinrun").steps
+    assert Checkpoint.load(out / "checkpoint").steps == steps + 256
