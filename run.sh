@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine. Creates .venv (Python 3.11), installs the package with
 # what the task needs, then runs it.
-#   bash run.sh demo [GAME]   the viewer on a live procgen level (default: coinrun)
+#   bash run.sh demo [GAME]   the committed agent of GAME (coinrun, ninja, climber; default coinrun)
+#                             playing a level in the viewer, core install only (no torch); other
+#                             games: the viewer on a live level with random actions
 #   bash run.sh test          the whole test suite (plain build), the parser tests against the built
 #                             wheel in a fresh venv, then the parser tests under ASan+UBSan
 #   bash run.sh train GAME    training with enn-trainer (installs the train extra first)
@@ -11,19 +13,32 @@ PYTHON=${PYTHON:-python3.11}
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 VENV=${VENV:-.venv}
 
+LOG=${LOG:-$VENV/install.log}
+
+quietly() {  # run an install step with its output in $LOG; on failure show the log's end
+    mkdir -p "$(dirname "$LOG")"
+    if ! "$@" >>"$LOG" 2>&1; then
+        echo "run.sh: failed: $* (last lines of $LOG:)" >&2
+        tail -n 20 "$LOG" >&2
+        exit 1
+    fi
+}
+
 ensure_venv() {
     if [ ! -x "$VENV/bin/python" ]; then
-        "$PYTHON" -m venv "$VENV"
-        "$VENV/bin/python" -m pip install -q -U pip setuptools wheel
+        quietly "$PYTHON" -m venv "$VENV"
+        quietly "$VENV/bin/python" -m pip install -U pip setuptools wheel
     fi
 }
 
 install_package() {  # $1: extras, e.g. "[test]"
+    local start=$SECONDS
     ensure_venv
     # entity-gym declares python<3.11 but works on 3.11: install it without that check (and
     # without its dependencies, which would then ignore Python limits too; pyproject lists them).
-    "$VENV/bin/pip" install -q --ignore-requires-python --no-deps "entity-gym==0.1.10"
-    "$VENV/bin/pip" install -q -e ".$1"
+    quietly "$VENV/bin/pip" install --ignore-requires-python --no-deps "entity-gym==0.1.10"
+    quietly "$VENV/bin/pip" install -e ".$1"
+    echo "run.sh: procgen-entities${1:- (core)} installed in $VENV in $((SECONDS - start)) s (log: $LOG)"
 }
 
 install_train() {
@@ -37,7 +52,12 @@ case "${1:-demo}" in
 demo)
     install_package ""
     shift || true
-    exec "$VENV/bin/python" -m procgen_entities.dump "${1:-coinrun}" --entities
+    GAME=${1:-coinrun}
+    if [ -f "checkpoints/$GAME/policy.json" ]; then
+        exec "$VENV/bin/python" -m procgen_entities.dump "$GAME" --policy "checkpoints/$GAME" \
+            --watch --delay 0.08 --seed "${SEED:-$RANDOM}"
+    fi
+    exec "$VENV/bin/python" -m procgen_entities.dump "$GAME" --entities
     ;;
 test)
     install_train

@@ -65,10 +65,18 @@ def test_stable_baselines3_trains_resumes_and_evaluates(tmp_path: Path) -> None:
     assert any(r["kind"] == "update" for r in records)
     config = json.loads((out / "checkpoint" / "env.json").read_text())
     assert config["steps"] == 256 and config["env"]["game"] == "coinrun"
+    # Data files only (no pickle), with the optimizer state resuming needs.
+    files = {p.name for p in (out / "checkpoint").iterdir()}
+    assert files == {"env.json", "policy.json", "policy.pt", "policy.npz", "normalizer.npz",
+                     "optimizer.pt"}  # fmt: skip
+    first = _adam_steps_and_count(out / "checkpoint")
     resumed = _run("procgen_entities.tools.sb3_ppo", "coinrun", "--smoke", "--out", str(out),
                    "--resume", str(out / "checkpoint"))  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert json.loads((out / "checkpoint" / "env.json").read_text())["steps"] == 512
+    # Adam's step count and the normaliser's count go on from the first run's.
+    again = _adam_steps_and_count(out / "checkpoint")
+    assert again[0] == 2 * first[0] > 0 and abs(again[1] - 2 * first[1]) < 1e-3
     table = tmp_path / "table.json"
     evaluation = _run("procgen_entities.evaluate", str(out / "checkpoint"), "--episodes", "12",
                       "--json", str(table))  # fmt: skip
@@ -91,6 +99,27 @@ def test_stable_baselines3_trains_resumes_and_evaluates(tmp_path: Path) -> None:
     assert "Traceback" not in missing.stderr
 
 
+def _adam_steps_and_count(folder: Path) -> tuple:
+    import torch
+
+    state = torch.load(folder / "optimizer.pt", weights_only=True)["state"]
+    count = float(np.load(folder / "normalizer.npz")["obs_count"])
+    return int(next(iter(state.values()))["step"]), count
+
+
+def test_resume_refuses_an_old_pickled_checkpoint(tmp_path: Path) -> None:
+    pytest.importorskip("stable_baselines3")
+    folder = tmp_path / "old"
+    folder.mkdir()
+    (folder / "env.json").write_text((CHECKPOINTS[1] / "env.json").read_text())
+    (folder / "model.zip").write_bytes(b"PK not looked at")
+    run = _run("procgen_entities.tools.sb3_ppo", "coinrun", "--smoke", "--out",
+               str(tmp_path / "run"), "--resume", str(folder))  # fmt: skip
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--trust-pickle" in lines[0] and "model.zip" in lines[0]
+
+
 REPO = Path(__file__).parents[1]
 CHECKPOINTS = sorted(p for p in (REPO / "checkpoints").glob("*") if p.is_dir())
 
@@ -108,7 +137,8 @@ def test_committed_checkpoints_still_play_their_game(folder: Path) -> None:
 
     checkpoint = Checkpoint.load(folder)
     policy = load_policy(folder)
-    assert (folder / "policy.pth").exists() and not (folder / "model.zip").exists()
+    files = {p.name for p in folder.iterdir()}
+    assert files == {"env.json", "policy.json", "policy.pt", "policy.npz", "normalizer.npz"}
     episodes = run_episodes(checkpoint.env, policy, 8, seed=3)
     assert len(episodes.causes) == 8 and all(episodes.causes)
     assert checkpoint.steps >= 3_000_000

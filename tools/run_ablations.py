@@ -67,7 +67,7 @@ def latest_checkpoint(folder: Path) -> Optional[Path]:
     found = []
     for path in folder.glob("checkpoint-*"):
         match = re.fullmatch(r"checkpoint-(\d+)", path.name)
-        if match and (path / "model.zip").is_file():
+        if match and ((path / "optimizer.pt").is_file() or (path / "model.zip").is_file()):
             found.append((int(match.group(1)), path))
     return max(found)[1] if found else None
 
@@ -99,7 +99,9 @@ def command(
     return [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", game,
             "--steps", str(steps), "--seed", str(seed), "--out", str(folder),
             "--eval-episodes", str(episodes), "--eval-baselines", "none", *extra,
-            *(["--resume", str(resume)] if resume else [])]  # fmt: skip
+            *(["--resume", str(resume)] if resume else []),
+            # a run of this runner from before the data format: its own pickles, trusted
+            *(["--trust-pickle"] if resume and (resume / "model.zip").is_file() else [])]  # fmt: skip
 
 
 def main() -> int:

@@ -1,24 +1,87 @@
-"""Checkpoints of agents trained on EntityVectorEnv: a folder that rebuilds its own env.
+"""Checkpoints of agents trained on EntityVectorEnv: a folder of data that rebuilds its own env.
 
-A checkpoint folder holds ``model.zip`` (Stable-Baselines3 PPO with its optimizer, what
-training resumes from) and ``policy.pth`` (the policy alone, ~1/3 of the size: what released
-checkpoints keep and evaluation needs), ``env.json`` (the game and every
-EntityVectorEnv keyword it was trained with, the trainer settings and the env steps done) and,
-when observations were normalised, ``vecnormalize.pkl`` (SB3's running statistics). Everything
-that evaluates or resumes a checkpoint builds its env from ``env.json``, so an agent always sees
-the observation it was trained on.
+A checkpoint folder holds only data; loading it never runs code from it (no pickle):
+
+- ``env.json``: the game and every EntityVectorEnv keyword it was trained with, the trainer
+  settings and the env steps done. Everything that evaluates, watches or resumes a checkpoint
+  builds its env from it, so an agent always sees the observation it was trained on.
+- ``policy.json``: the network's architecture (an SB3 ActorCriticPolicy with an MLP: layer
+  sizes, activation, observation size, number of actions).
+- ``policy.pt``: its weights, a state dict (``torch.load(..., weights_only=True)``), and
+  ``policy.npz``: the same arrays for numpy (tools/numpy_policy.py: inference without torch).
+- ``normalizer.npz`` when observations were normalised: SB3 VecNormalize's statistics and
+  settings (observation mean, variance, count, clip, epsilon; the return statistics).
+- ``optimizer.pt`` (training runs only, not the committed checkpoints): Adam's state dict,
+  what ``tools/sb3_ppo.py --resume`` continues with.
+
+Folders from before this format hold pickles (``vecnormalize.pkl``, ``policy.pth``,
+``model.zip``), which can run arbitrary code when loaded; they are refused, with the one command
+that converts a folder whose source you trust (enn-trainer checkpoints, ``DIR/enn``, are
+hyperstate's msgpack and ron files; pickled files in them are refused)::
+
+    python -m procgen_entities.tools.checkpoint convert DIR --trust-pickle [--remove-pickles]
+
+The conversion checks that the converted policy gives the same logits (bit for bit under torch)
+and the normaliser the same observations as the pickled ones.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
-from dataclasses import asdict, dataclass, field
+import sys
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-__all__ = ["Checkpoint", "EnvConfig", "load_policy", "make_env", "wants_dict_observation"]
+from procgen_entities.tools.numpy_policy import (
+    ACTIVATIONS,
+    DICT_NORMALIZER_FILE,
+    NORMALIZER_FILE,
+    DictNormalizer,
+    MlpPolicy,
+    Normalizer,
+    read_npz,
+)
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointError",
+    "EnvConfig",
+    "NotACheckpoint",
+    "PICKLED_FILES",
+    "build_sb3_policy",
+    "convert",
+    "load_normalizer",
+    "load_policy",
+    "make_env",
+    "read_spec",
+    "save_sb3",
+    "torch_logits",
+    "wants_dict_observation",
+]
+
+POLICY_SPEC, POLICY_TORCH, POLICY_NUMPY = "policy.json", "policy.pt", "policy.npz"
+OPTIMIZER = "optimizer.pt"
+#: The files of the old format (loading them runs pickle).
+PICKLED_FILES = ("vecnormalize.pkl", "policy.pth", "model.zip")
+CONVERT = "python -m procgen_entities.tools.checkpoint convert"
+SPEC_FORMAT = "sb3-mlp-1"
+#: policy.json of a MultiInputPolicy on the dict form with one of gymnasium/sb3.py's extractors
+#: (torch only; the observation space comes from the checkpoint's env).
+MULTI_SPEC_FORMAT = "sb3-multi-1"
+EXTRACTORS = ("EntityExtractor", "FlatGridExtractor")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint folder that cannot be loaded; the message is one line that says why."""
+
+
+class NotACheckpoint(CheckpointError, FileNotFoundError):
+    """A folder without env.json."""
 
 
 @dataclass
@@ -51,6 +114,22 @@ def make_env(
     return EntityVectorEnv(config.game, num_envs, seed=seed, flatten=flatten, **kwargs)
 
 
+def _env_config(record: Any, path: Path) -> EnvConfig:
+    from procgen_entities.games import GAME_NAMES
+
+    if not isinstance(record, dict) or not isinstance(record.get("env"), dict):
+        raise CheckpointError(f'{path} has no "env" object (the game and its env keywords)')
+    env = record["env"]
+    known = {f.name for f in fields(EnvConfig)}
+    unknown = sorted(set(env) - known)
+    if unknown or "game" not in env:
+        what = f"unknown keys {', '.join(unknown)}" if unknown else 'no "game"'
+        raise CheckpointError(f'{path}: "env" has {what} (expected {", ".join(sorted(known))})')
+    if env["game"] not in GAME_NAMES:
+        raise CheckpointError(f"{path}: unknown game {env['game']!r}")
+    return EnvConfig(**env)
+
+
 @dataclass
 class Checkpoint:
     """A checkpoint folder's ``env.json``."""
@@ -68,16 +147,24 @@ class Checkpoint:
 
     @classmethod
     def load(cls, folder: Path) -> "Checkpoint":
-        path = folder / "env.json"
+        """``folder/env.json``; NotACheckpoint without one, CheckpointError if it is corrupt."""
+        path = Path(folder) / "env.json"
         if not path.is_file():
-            raise FileNotFoundError(f"{folder} is not a checkpoint folder (no env.json)")
-        record = json.loads(path.read_text())
-        return cls(
-            env=EnvConfig(**record["env"]),
-            steps=int(record.get("steps", 0)),
-            normalize=bool(record.get("normalize", False)),
-            trainer=dict(record.get("trainer", {})),
-        )
+            raise NotACheckpoint(f"{folder} is not a checkpoint folder (no env.json)")
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise CheckpointError(f"{path} is not readable JSON ({exc})") from None
+        config = _env_config(record, path)
+        try:
+            return cls(
+                env=config,
+                steps=int(record.get("steps", 0)),
+                normalize=bool(record.get("normalize", False)),
+                trainer=dict(record.get("trainer", {})),
+            )
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(f"{path}: bad steps or trainer record ({exc})") from None
 
 
 def wants_dict_observation(folder: Path) -> bool:
@@ -85,49 +172,373 @@ def wants_dict_observation(folder: Path) -> bool:
     (``trainer["policy"] == "attention"``) read the padded dict form, an SB3 MLP the flat form."""
     from procgen_entities.tools.enn_policy import ENN_FOLDER
 
-    if (folder / ENN_FOLDER).is_dir():
+    if (Path(folder) / ENN_FOLDER).is_dir():
         return True
-    checkpoint = Checkpoint.load(folder)
+    checkpoint = Checkpoint.load(Path(folder))
     return checkpoint.env.grid or checkpoint.trainer.get("policy", "mlp") == "attention"
 
 
-def load_policy(folder: Path, *, deterministic: bool = True) -> Callable[[Any], np.ndarray]:
+# ---- the SB3 policy and normaliser as data ----
+
+
+def _policy_spec(policy: Any) -> Dict[str, Any]:
+    """policy.json of an SB3 ActorCriticPolicy; ValueError for what the format cannot rebuild."""
+    from gymnasium import spaces
+    from stable_baselines3.common.torch_layers import FlattenExtractor
+
+    obs, act = policy.observation_space, policy.action_space
+    if isinstance(obs, spaces.Dict):
+        return _multi_spec(policy)
+    if not (
+        isinstance(obs, spaces.Box) and len(obs.shape) == 1 and isinstance(act, spaces.Discrete)
+    ):
+        raise ValueError("only flat Box observations and Discrete actions are supported")
+    if policy.features_extractor_class is not FlattenExtractor or policy.use_sde:
+        raise ValueError("only SB3's MlpPolicy (FlattenExtractor, no gSDE) is supported")
+    names = {cls.__name__.lower(): name for name, cls in _torch_activations().items()}
+    activation = names.get(policy.activation_fn.__name__.lower())
+    if activation is None:
+        raise ValueError(f"unsupported activation {policy.activation_fn.__name__}")
+    return {
+        "format": SPEC_FORMAT,
+        "observation_size": int(obs.shape[0]),
+        "actions": int(act.n),
+        "net_arch": policy.net_arch,
+        "activation": activation,
+        "share_features_extractor": bool(policy.share_features_extractor),
+        "ortho_init": bool(policy.ortho_init),
+    }
+
+
+def _multi_spec(policy: Any) -> Dict[str, Any]:
+    name = policy.features_extractor_class.__name__
+    if name not in EXTRACTORS or policy.use_sde:
+        raise ValueError(f"dict observations: only the extractors {', '.join(EXTRACTORS)}")
+    names = {cls.__name__.lower(): n for n, cls in _torch_activations().items()}
+    return {
+        "format": MULTI_SPEC_FORMAT,
+        "extractor": name,
+        "extractor_kwargs": dict(policy.features_extractor_kwargs),
+        "actions": int(policy.action_space.n),
+        "net_arch": policy.net_arch,
+        "activation": names[policy.activation_fn.__name__.lower()],
+        "share_features_extractor": bool(policy.share_features_extractor),
+        "ortho_init": bool(policy.ortho_init),
+    }
+
+
+def _torch_activations() -> Dict[str, Any]:
+    from torch import nn
+
+    return {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+def save_sb3(folder: Path, policy: Any, normalizer: Any = None,
+             optimizer: bool = False) -> None:  # fmt: skip
+    """Write an SB3 ActorCriticPolicy (and the normaliser's statistics, and with ``optimizer``
+    the policy's Adam state) into ``folder`` in the data format."""
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = _policy_spec(policy)
+    state = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
+    (folder / POLICY_SPEC).write_text(json.dumps(spec, indent=1) + "\n")
+    torch.save(state, folder / POLICY_TORCH)
+    np.savez(folder / POLICY_NUMPY, **{k: v.numpy() for k, v in state.items()})
+    if normalizer is not None:
+        dict_form = isinstance(normalizer, DictNormalizer)
+        normalizer.save(folder / (DICT_NORMALIZER_FILE if dict_form else NORMALIZER_FILE))
+    if optimizer:
+        torch.save(policy.optimizer.state_dict(), folder / OPTIMIZER)
+
+
+def _refuse_pickles(folder: Path) -> None:
+    pickled = [name for name in PICKLED_FILES if (folder / name).exists()]
+    if pickled:
+        raise CheckpointError(
+            f"{folder} is in the old pickled format ({', '.join(pickled)}), which can run code "
+            f"when loaded; if you trust its source, convert it once: {CONVERT} {folder} "
+            "--trust-pickle"
+        )
+    raise CheckpointError(f"{folder} has no {POLICY_SPEC} (the policy's architecture)")
+
+
+def read_spec(folder: Path) -> Dict[str, Any]:
+    """``folder/policy.json``; CheckpointError (saying how to convert) for the old format."""
+    path = folder / POLICY_SPEC
+    if not path.is_file():
+        _refuse_pickles(folder)
+    try:
+        spec = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise CheckpointError(f"{path} is not readable JSON ({exc})") from None
+    if not isinstance(spec, dict) or spec.get("format") not in (SPEC_FORMAT, MULTI_SPEC_FORMAT):
+        raise CheckpointError(f'{path}: expected "format": "{SPEC_FORMAT}"')
+    if spec["format"] == MULTI_SPEC_FORMAT and spec.get("extractor") not in EXTRACTORS:
+        raise CheckpointError(f"{path}: unknown extractor {spec.get('extractor')!r}")
+    if spec.get("activation") not in ACTIVATIONS:
+        raise CheckpointError(f"{path}: unknown activation {spec.get('activation')!r}")
+    return spec
+
+
+def load_normalizer(folder: Path) -> Any:
+    """The observation normaliser: ``Normalizer`` (flat) or ``DictNormalizer`` (dict form)."""
+    if (folder / DICT_NORMALIZER_FILE).is_file():
+        try:
+            return DictNormalizer.load(folder / DICT_NORMALIZER_FILE)
+        except ValueError as exc:
+            raise CheckpointError(str(exc)) from None
+    path = folder / NORMALIZER_FILE
+    if not path.is_file():
+        if (folder / "vecnormalize.pkl").exists():
+            _refuse_pickles(folder)
+        raise CheckpointError(
+            f"{folder}: env.json says normalised, but {NORMALIZER_FILE} is missing"
+        )
+    try:
+        return Normalizer.load(path)
+    except ValueError as exc:
+        raise CheckpointError(str(exc)) from None
+
+
+def _torch_state(folder: Path) -> Dict[str, Any]:
+    import torch
+
+    path = folder / POLICY_TORCH
+    if path.is_file():
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True)  # type: ignore[no-any-return]
+        except Exception as exc:  # torch raises many kinds for a bad file
+            raise CheckpointError(f"{path} is not a weights-only state dict ({exc})") from None
+    arrays = _numpy_state(folder)
+    return {k: torch.from_numpy(v) for k, v in arrays.items()}
+
+
+def _numpy_state(folder: Path) -> Dict[str, np.ndarray]:
+    path = folder / POLICY_NUMPY
+    if not path.is_file():
+        raise CheckpointError(f"{folder} has neither {POLICY_TORCH} nor {POLICY_NUMPY}")
+    try:
+        return read_npz(path)
+    except ValueError as exc:
+        raise CheckpointError(str(exc)) from None
+
+
+def build_sb3_policy(
+    spec: Dict[str, Any], state: Dict[str, Any], observation_space: Any = None
+) -> Any:
+    """An SB3 ActorCriticPolicy of ``spec`` with the weights ``state`` (eval mode, CPU);
+    ``observation_space``: the env's Dict space, for a ``sb3-multi-1`` spec."""
+    from gymnasium import spaces
+    from stable_baselines3.common.policies import ActorCriticPolicy, MultiInputActorCriticPolicy
+
+    common = dict(
+        net_arch=spec["net_arch"],
+        activation_fn=_torch_activations()[spec["activation"]],
+        ortho_init=bool(spec.get("ortho_init", True)),
+        share_features_extractor=bool(spec.get("share_features_extractor", True)),
+    )
+    actions: Any = spaces.Discrete(int(spec["actions"]))
+    policy: Any
+    if spec["format"] == MULTI_SPEC_FORMAT:
+        from procgen_entities.gymnasium import sb3
+
+        policy = MultiInputActorCriticPolicy(
+            observation_space, actions, lambda _: 0.0,
+            features_extractor_class=getattr(sb3, spec["extractor"]),
+            features_extractor_kwargs=dict(spec.get("extractor_kwargs") or {}), **common,
+        )  # fmt: skip
+    else:
+        size = int(spec["observation_size"])
+        box = spaces.Box(-np.inf, np.inf, (size,), np.float32)
+        policy = ActorCriticPolicy(box, actions, lambda _: 0.0, **common)
+    try:
+        policy.load_state_dict(state)
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise CheckpointError(f"the policy weights do not fit policy.json ({first})") from None
+    policy.set_training_mode(False)
+    return policy
+
+
+def torch_logits(policy: Any, obs: np.ndarray) -> np.ndarray:
+    """The raw action logits of an SB3 ActorCriticPolicy (before the softmax)."""
+    import torch
+
+    with torch.no_grad():
+        features = policy.extract_features(torch.as_tensor(obs), policy.pi_features_extractor)
+        return policy.action_net(policy.mlp_extractor.forward_actor(features)).numpy()  # type: ignore[no-any-return]
+
+
+def _backend(requested: str) -> str:
+    if requested not in ("auto", "torch", "numpy"):
+        raise ValueError(f"backend must be auto, torch or numpy, not {requested!r}")
+    if requested != "auto":
+        return requested
+    return "torch" if _installed("torch") and _installed("stable_baselines3") else "numpy"
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # blocked, or a half-imported module
+        return False
+
+
+def load_policy(
+    folder: Path, *, deterministic: bool = True, backend: str = "auto", seed: Optional[int] = None
+) -> Callable[[Any], np.ndarray]:
     """The checkpoint's policy as a function of a batch of observations: flat ones (normalised
     with the checkpoint's statistics when it was trained so) for SB3, padded dicts for
-    enn-trainer (``wants_dict_observation``)."""
+    enn-trainer (``wants_dict_observation``).
+
+    ``backend`` (SB3 checkpoints): "torch" (SB3's own policy), "numpy" (tools/numpy_policy.py,
+    no torch needed) or "auto" (torch when torch and SB3 are installed). ``seed``: the numpy
+    backend's sampling generator (``deterministic=False``)."""
+    folder = Path(folder)
     checkpoint = Checkpoint.load(folder)
     from procgen_entities.tools.enn_policy import ENN_FOLDER
 
     if (folder / ENN_FOLDER).is_dir():
         from procgen_entities.tools.enn_policy import load_enn_policy
 
+        # hyperstate keeps the state as msgpack and the config as ron (data); its legacy
+        # snapshots hold pickles (loaded only under UNSAFE_DESERIALIZE_PICKLE): refused here.
+        pickled = sorted(str(p.relative_to(folder)) for p in (folder / ENN_FOLDER).rglob("*")
+                         if p.suffix in (".pickle", ".pkl", ".pth", ".pt"))  # fmt: skip
+        if pickled:
+            raise CheckpointError(f"{folder}: pickled files ({', '.join(pickled)}) are not loaded")
         probe = make_env(checkpoint.env, 1, 0, flatten=False)
         names = probe.metadata["feature_names"]
         probe.close()
         actor = checkpoint.trainer.get("actor", "global")
         return load_enn_policy(folder, names, actor, deterministic=deterministic)
-    model: Any
-    if (folder / "model.zip").exists():
-        from stable_baselines3 import PPO
-
-        model = PPO.load(folder / "model.zip", device="cpu")
-    else:  # a released checkpoint: the policy alone
-        from stable_baselines3.common.policies import (
-            ActorCriticPolicy,
-            MultiInputActorCriticPolicy,
-        )
-
-        cls = MultiInputActorCriticPolicy if wants_dict_observation(folder) else ActorCriticPolicy
-        model = cls.load(str(folder / "policy.pth"), device="cpu")
+    spec = read_spec(folder)
     normalize: Callable[[np.ndarray], np.ndarray] = lambda obs: obs  # noqa: E731
     if checkpoint.normalize:
-        import pickle
-
-        with (folder / "vecnormalize.pkl").open("rb") as f:
-            stats = pickle.load(f)
-        normalize = stats.normalize_obs
+        normalize = load_normalizer(folder)
+    multi = spec["format"] == MULTI_SPEC_FORMAT
+    if multi and _backend(backend) == "numpy":
+        raise CheckpointError(f"{folder}: a {spec['extractor']} policy needs torch")
+    if _backend(backend) == "numpy":
+        try:
+            mlp = MlpPolicy(spec, _numpy_state(folder))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise CheckpointError(f"{folder}: {exc}") from None
+        rng = None if deterministic else np.random.default_rng(seed)
+        return lambda obs: mlp.act(normalize(obs), rng)
+    space = None
+    if multi:
+        probe = make_env(checkpoint.env, 1, 0, flatten=False)
+        space = probe.single_observation_space
+        probe.close()
+    model = build_sb3_policy(spec, _torch_state(folder), space)
 
     def policy(obs: np.ndarray) -> np.ndarray:
         return model.predict(normalize(obs), deterministic=deterministic)[0]  # type: ignore[no-any-return]
 
     return policy
+
+
+# ---- converting the old pickled format ----
+
+
+def _load_pickled(folder: Path) -> tuple:
+    """(policy, VecNormalize stats or None, optimizer state or None) of an old folder. Runs
+    pickle: only for folders the user trusts."""
+    import pickle
+
+    optimizer = None
+    if (folder / "model.zip").exists():
+        from stable_baselines3 import PPO
+
+        model = PPO.load(folder / "model.zip", device="cpu")
+        policy, optimizer = model.policy, model.policy.optimizer.state_dict()
+    if (folder / "policy.pth").exists():
+        from stable_baselines3.common.policies import ActorCriticPolicy
+
+        policy = ActorCriticPolicy.load(str(folder / "policy.pth"), device="cpu")
+        if optimizer is not None:
+            policy.optimizer.load_state_dict(optimizer)
+    stats = None
+    if (folder / "vecnormalize.pkl").exists():
+        with (folder / "vecnormalize.pkl").open("rb") as f:
+            stats = pickle.load(f)
+    return policy, stats, optimizer
+
+
+def convert(folder: Path, *, remove_pickles: bool = False) -> List[str]:
+    """Convert an old checkpoint folder (pickles) to the data format, check the result gives the
+    same logits and normalised observations, and return the files written. Unpickles the
+    folder's files: call it only on folders whose source you trust."""
+    folder = Path(folder)
+    checkpoint = Checkpoint.load(folder)
+    if wants_dict_observation(folder):
+        raise CheckpointError(f"{folder} is an enn-trainer checkpoint (not converted)")
+    if not any((folder / name).exists() for name in PICKLED_FILES[1:]):
+        raise CheckpointError(f"{folder} has no policy.pth or model.zip to convert")
+    policy, stats, optimizer = _load_pickled(folder)
+    normalizer = None
+    if checkpoint.normalize:
+        if stats is None:
+            raise CheckpointError(f"{folder}: env.json says normalised, but no vecnormalize.pkl")
+        normalizer = Normalizer.from_vec_normalize(stats)
+    save_sb3(folder, policy, normalizer, optimizer=optimizer is not None)
+    _check_conversion(folder, policy, stats)
+    if remove_pickles:
+        for name in PICKLED_FILES:
+            (folder / name).unlink(missing_ok=True)
+    written = [POLICY_SPEC, POLICY_TORCH, POLICY_NUMPY]
+    written += [NORMALIZER_FILE] * (normalizer is not None) + [OPTIMIZER] * (optimizer is not None)
+    return written
+
+
+def _check_conversion(folder: Path, policy: Any, stats: Any) -> None:
+    """The converted files against the pickled objects on observations around the statistics."""
+    spec = read_spec(folder)
+    rng = np.random.default_rng(0)
+    size = spec["observation_size"]
+    obs = rng.normal(size=(512, size)).astype(np.float32)
+    if stats is not None:
+        mean, std = stats.obs_rms.mean, np.sqrt(stats.obs_rms.var)
+        obs = (mean + 3 * std * obs).astype(np.float32)
+        mine = load_normalizer(folder)(obs)
+        if not np.array_equal(mine, stats.normalize_obs(obs)):
+            raise CheckpointError(f"{folder}: the converted normaliser differs from the pickle")
+        obs = mine
+    reference = torch_logits(policy, obs)
+    rebuilt = torch_logits(build_sb3_policy(spec, _torch_state(folder)), obs)
+    numpy_logits = MlpPolicy(spec, _numpy_state(folder)).logits(obs)
+    if not np.array_equal(reference, rebuilt) or not np.allclose(
+        numpy_logits, reference, atol=1e-5
+    ):
+        raise CheckpointError(f"{folder}: the converted policy's logits differ from the pickle's")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m procgen_entities.tools.checkpoint",
+        description="Convert old pickled checkpoint folders to the data format.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    conv = sub.add_parser("convert", help="vecnormalize.pkl/policy.pth/model.zip -> data files")
+    conv.add_argument("folders", nargs="+", type=Path)
+    conv.add_argument("--trust-pickle", action="store_true",
+                      help="required: converting unpickles the folder's files, which can run "
+                           "code; only for folders whose source you trust")  # fmt: skip
+    conv.add_argument("--remove-pickles", action="store_true", help="delete the pickles after")
+    args = parser.parse_args(argv)
+    if not args.trust_pickle:
+        parser.exit(2, f"{parser.prog}: error: converting runs the folder's pickles (code): "
+                       "pass --trust-pickle if you trust its source\n")  # fmt: skip
+    for folder in args.folders:
+        try:
+            written = convert(folder, remove_pickles=args.remove_pickles)
+        except CheckpointError as exc:
+            parser.exit(2, f"{parser.prog}: error: {exc}\n")
+        print(f"{folder}: wrote {', '.join(written)} (checked against the pickles)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,6 +6,12 @@ top), the entities over it, a legend and optionally a table of the entities. ``-
 draws a saved ``get_state`` blob instead (raw or gzip'ed); ``--save FILE`` writes the blob
 (gzip'ed if FILE ends in .gz). ``--watch`` animates a rollout.
 
+``--policy DIR`` plays a checkpoint folder (tools/checkpoint.py) instead: its env (the
+observation it was trained on, its distribution mode unless ``--mode``) on level --seed, greedy,
+for one episode (or --steps); it needs no torch for the SB3 checkpoints. ``--video FILE.gif``
+(Pillow) or ``FILE.mp4`` (imageio-ffmpeg) writes procgen's own frames of the rollout, ``--scale``
+times larger, with ``--beside`` the entity view next to them.
+
 Exit status: 0 on success, 2 for a bad game, option, or state file (one line on stderr).
 """
 
@@ -19,7 +25,8 @@ import os
 import sys
 import time
 import zlib
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
 
 from procgen_entities.backends import import_backend
 from procgen_entities.errors import StateDecodeError
@@ -35,6 +42,7 @@ MODES = ("easy", "hard", "extreme", "memory")
 NUM_ACTIONS = 15
 NOOP_ACTION = 4
 WATCH_STEPS = 200
+EPISODE_STEPS = 1000  # procgen's time limit: a checkpoint's episode ends by then
 MAX_SEED = 2**31 - 2
 #: The largest state file (decompressed): procgen's get_state buffer (procgen/env.py
 #: MAX_STATE_SIZE) holds 1 MiB.
@@ -85,6 +93,71 @@ class _Rollout:
 
     def get_state(self) -> bytes:
         return bytes(self.env.callmethod("get_state")[0])
+
+    def frame(self) -> Any:
+        """procgen's 64x64 RGB observation of the current step."""
+        return self.env.observe()[1]["rgb"][0]
+
+    @property
+    def done(self) -> bool:
+        return False  # these policies play on across episodes
+
+
+class _PolicyRollout:
+    """A checkpoint playing one episode of level ``seed`` in its own env (greedy)."""
+
+    def __init__(self, game: str, mode: Optional[str], seed: int, folder: str) -> None:
+        from procgen_entities.engine import EngineUnavailable
+        from procgen_entities.tools.checkpoint import (
+            Checkpoint,
+            CheckpointError,
+            load_policy,
+            make_env,
+            wants_dict_observation,
+        )
+
+        with contextlib.redirect_stderr(io.StringIO()):  # gym's notice, as in _make_env
+            import procgen  # noqa: F401
+        try:
+            checkpoint = Checkpoint.load(Path(folder))
+            config = checkpoint.env
+            if config.game != game:
+                raise UsageError(f"--policy {folder} plays {config.game}, not {game}")
+            if mode is not None:
+                _check_game_mode(game, mode)
+                config.distribution_mode = mode
+            self.policy = load_policy(Path(folder))
+            flat = not wants_dict_observation(Path(folder))
+            level: Dict[str, Any] = {"start_level": seed, "num_levels": 1, "flatten": flat}
+            try:  # the terminal state is shown last (the headless engine)
+                self.env = make_env(config, 1, seed, autoreset_mode="NextStep", **level)
+            except EngineUnavailable:
+                self.env = make_env(config, 1, seed, **level)
+        except ImportError as exc:
+            raise UsageError(
+                f"--policy {folder} needs a package that is not installed ({exc})"
+            ) from None
+        except (CheckpointError, ValueError) as exc:
+            raise UsageError(f"--policy {folder}: {str(exc).splitlines()[0]}") from None
+        self.obs, _ = self.env.reset(seed=seed)
+        self.done, self.steps, self.score, self.complete = False, 0, 0.0, False
+
+    def step(self) -> None:
+        self.obs, reward, terminated, truncated, info = self.env.step(self.policy(self.obs))
+        self.steps += 1
+        self.score += float(reward[0])
+        self.done = bool(terminated[0] or truncated[0])
+        self.complete = bool(info["prev_level_complete"][0]) if self.done else False
+
+    def get_state(self) -> bytes:
+        return bytes(self.env.get_states()[0])
+
+    def frame(self) -> Any:
+        return self.env.render()[0]
+
+    def summary(self) -> str:
+        end = "level complete" if self.complete else ("episode over" if self.done else "stopped")
+        return f"{end} after {self.steps} steps, return {self.score:g}"
 
 
 def record_state(
@@ -162,6 +235,12 @@ def _delay(text: str) -> float:
     return value
 
 
+def _scale(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 16:
+        raise argparse.ArgumentTypeError(f"expected a whole number in 1..16, got {text!r}")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
@@ -177,20 +256,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--mode",
         dest="mode",
         choices=MODES,
-        default="hard",
-        help="procgen distribution mode (default hard, as procgen)",
+        default=None,
+        help="procgen distribution mode (default hard, as procgen; with --policy DIR the "
+        "checkpoint's)",
     )
     p.add_argument(
         "--steps",
         type=_nonneg_int,
         default=None,
-        help=f"steps to take before drawing (default 0; {WATCH_STEPS} with --watch)",
+        help=f"steps to take before drawing (default 0; {WATCH_STEPS} with --watch or --video; "
+        "with --policy DIR one episode)",
     )
     p.add_argument(
         "--policy",
-        choices=("random", "noop"),
         default="random",
-        help="actions for --steps (default random, seeded by --seed)",
+        metavar="random|noop|DIR",
+        help="actions for --steps: random (default, seeded by --seed), noop, or a checkpoint "
+        "folder (e.g. checkpoints/coinrun)",
     )
     view = p.add_mutually_exclusive_group()
     view.add_argument(
@@ -222,6 +304,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.05,
         help="seconds between frames with --watch (default 0.05)",
     )
+    p.add_argument("--video", metavar="FILE", help="write procgen's frames as .gif or .mp4")
+    p.add_argument(
+        "--scale", type=_scale, default=4, help="--video: frame magnification (default 4)"
+    )
+    p.add_argument("--beside", action="store_true", help="--video: the entity view beside")
     p.add_argument("--state", metavar="FILE", help="draw a saved get_state blob (raw or .gz)")
     p.add_argument(
         "--save",
@@ -291,20 +378,39 @@ def _draw(console, batch: StateBatch, args: argparse.Namespace) -> None:  # type
         )
 
 
-def _watch(console, rollout: _Rollout, steps: int, args: argparse.Namespace) -> bytes:  # type: ignore[no-untyped-def]
-    from procgen_entities.tools.render import render
+class _Recorder:
+    """The frames of ``--video`` (procgen's, and with ``--beside`` the entity view)."""
 
-    blob = rollout.get_state()
-    if console.color_system is None:
-        # No terminal control codes: print the frames one after another.
-        _draw(console, _parse(blob, "get_state"), args)
-        for _ in range(steps):
-            rollout.step()
-            blob = rollout.get_state()
-            console.file.write("\n")
-            _draw(console, _parse(blob, "get_state"), args)
-        return blob
-    from rich.live import Live
+    def __init__(self, path: Optional[Path], args: argparse.Namespace) -> None:
+        self.path, self.args = path, args
+        self.frames: List[Any] = []
+
+    def add(self, rollout: Any, blob: bytes) -> None:
+        if self.path is None:
+            return
+        from procgen_entities.tools.render import cell_image
+        from procgen_entities.tools.video import compose
+
+        beside = cell_image(_parse(blob, "get_state"), view_mode=self.args.view)
+        self.frames.append(compose(rollout.frame(), self.args.scale, beside if self.args.beside
+                                   else None))  # fmt: skip
+
+    def write(self) -> None:
+        if self.path is not None:
+            from procgen_entities.tools.video import VideoError, write_video
+
+            try:
+                write_video(self.path, self.frames)
+            except VideoError as exc:
+                raise UsageError(str(exc)) from None
+
+
+def _play(
+    console: Any, rollout: Any, steps: int, args: argparse.Namespace, recorder: _Recorder
+) -> bytes:
+    """Step the rollout ``steps`` times (a checkpoint's stops when its episode ends), drawing
+    every state with --watch (else the last) and recording the video's frames."""
+    from procgen_entities.tools.render import render
 
     def frame(b: bytes):  # type: ignore[no-untyped-def]
         return render(
@@ -314,18 +420,58 @@ def _watch(console, rollout: _Rollout, steps: int, args: argparse.Namespace) -> 
             legend_width=min(100, console.width),
         )
 
-    with Live(frame(blob), console=console, auto_refresh=False, transient=False) as live:
+    blob = rollout.get_state()
+    recorder.add(rollout, blob)
+    live: Any = None
+    if args.watch and console.color_system is None:
+        _draw(console, _parse(blob, "get_state"), args)  # no control codes: frames in sequence
+    elif args.watch:
+        from rich.live import Live
+
+        live = Live(frame(blob), console=console, auto_refresh=False, transient=False)
+        live.start(refresh=True)
+    try:
         for _ in range(steps):
-            time.sleep(args.delay)
+            if rollout.done:
+                break
+            if live is not None:
+                time.sleep(args.delay)
             rollout.step()
+            if not (args.watch or recorder.path is not None):
+                continue  # only the last state is drawn
             blob = rollout.get_state()
-            live.update(frame(blob), refresh=True)
+            recorder.add(rollout, blob)
+            if live is not None:
+                live.update(frame(blob), refresh=True)
+            elif args.watch:
+                console.file.write("\n")
+                _draw(console, _parse(blob, "get_state"), args)
+    finally:
+        if live is not None:
+            live.stop()
+    if not args.watch:
+        blob = rollout.get_state()
+        _draw(console, _parse(blob, "get_state"), args)
     return blob
+
+
+def _is_builtin_policy(policy: str) -> bool:
+    return policy in ("random", "noop")
 
 
 def run(args: argparse.Namespace) -> int:
     color = _use_color(args.color)
+    video = None
+    if args.video is not None:
+        from procgen_entities.tools.video import VideoError, check_video_path
+
+        try:
+            video = check_video_path(args.video)
+        except VideoError as exc:
+            raise UsageError(str(exc)) from None
     if args.state is not None:
+        if video is not None or not _is_builtin_policy(args.policy):
+            raise UsageError("--video and --policy DIR play a live env: not with --state")
         blob = load_state(args.state)
         batch = _parse(blob, repr(args.state))
         if args.game is not None and args.game != batch.game:
@@ -342,17 +488,31 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.game is None:
             raise UsageError(f"give a GAME or --state FILE; valid games: {', '.join(GAME_NAMES)}")
-        _check_game_mode(args.game, args.mode)
-        steps = args.steps if args.steps is not None else (WATCH_STEPS if args.watch else 0)
-        rollout = _Rollout(args.game, args.mode, args.seed, args.policy)
-        console = _console(color)
-        if args.watch:
-            blob = _watch(console, rollout, steps, args)
+        rollout: Any
+        if _is_builtin_policy(args.policy):
+            mode = args.mode or "hard"
+            _check_game_mode(args.game, mode)
+            animated = args.watch or video is not None
+            default = WATCH_STEPS if animated else 0
+            rollout = _Rollout(args.game, mode, args.seed, args.policy)
         else:
-            for _ in range(steps):
-                rollout.step()
-            blob = rollout.get_state()
-            _draw(console, _parse(blob, "get_state"), args)
+            if args.game not in GAME_NAMES:
+                raise UsageError(
+                    f"unknown game {args.game!r}; valid games: {', '.join(GAME_NAMES)}"
+                )
+            if not Path(args.policy).is_dir():
+                raise UsageError(f"--policy: expected random, noop or a checkpoint folder, "
+                                 f"got {args.policy!r}")  # fmt: skip
+            default = EPISODE_STEPS
+            rollout = _PolicyRollout(args.game, args.mode, args.seed, args.policy)
+        steps = args.steps if args.steps is not None else default
+        recorder = _Recorder(video, args)
+        console = _console(color)
+        blob = _play(console, rollout, steps, args, recorder)
+        recorder.write()
+        if isinstance(rollout, _PolicyRollout):
+            note = f"; {len(recorder.frames)} frames in {video}" if video is not None else ""
+            print(f"{args.policy}: {rollout.summary()}{note}", file=sys.stderr)
     if args.save is not None:
         _save(args.save, blob)
     return 0

@@ -12,8 +12,13 @@ coinrun a scripted hazard-aware rule (``SCRIPTED``). Prints per policy the compl
 mean return with 95% confidence intervals and the episodes' ends by cause (complete, each of
 the game's hazards as the terminal state shows it, timeout, other); the last line is the
 checkpoint's ``completion <percent>% return <mean> over <N> episodes``. ``--json FILE`` writes
-the table. A checkpoint is an SB3 one (tools/sb3_ppo.py) or an enn-trainer one
-(``python -m procgen_entities.train`` writes ``DIR/checkpoint``; tools/enn_policy.py).
+the table. A checkpoint is an SB3 one (tools/sb3_ppo.py; data files only, see tools/checkpoint.py)
+or an enn-trainer one (``python -m procgen_entities.train`` writes ``DIR/checkpoint``;
+tools/enn_policy.py). ``--backend numpy`` runs an SB3 checkpoint without torch (the default,
+auto, uses torch when it and SB3 are installed).
+
+Exit status: 0 on success, 2 for a bad option or checkpoint folder (one line on stderr, checked
+before any episode runs).
 """
 
 from __future__ import annotations
@@ -24,15 +29,17 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional
 
 import numpy as np
 from tqdm import tqdm
 
 from procgen_entities.features import ACTION_LABELS, feature_space
 from procgen_entities.games import Game, get_game
+from procgen_entities.procgen_envs import valid_modes
 from procgen_entities.tools.checkpoint import (
     Checkpoint,
+    CheckpointError,
     EnvConfig,
     load_policy,
     make_env,
@@ -42,6 +49,9 @@ from procgen_entities.tools.checkpoint import (
 __all__ = ["Episodes", "SCRIPTED", "death_cause", "main", "run_episodes"]
 
 EVAL_SEED = 1_000_003  # the training tools never seed their envs with it
+PROG = "python -m procgen_entities.evaluate"
+#: procgen's rand_seed is an int32, and each env group seeds procgen with seed + its index.
+MAX_SEED = 2**31 - 1 - 4096
 Policy = Callable[[Any], np.ndarray]
 
 
@@ -212,13 +222,38 @@ def _row(name: str, summary: Mapping[str, Any]) -> str:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line (no usage block), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _fail(message: str) -> NoReturn:
+    sys.stdout.flush()
+    sys.stderr.write(f"{PROG}: error: {message}\n")
+    raise SystemExit(2)
+
+
+def _bounded(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {low}..{high}, got {value}")
+        return value
+
+    return parse
+
+
 def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m procgen_entities.evaluate", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("checkpoint", type=Path, help="a checkpoint folder (env.json, model.zip)")
-    parser.add_argument("--episodes", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=EVAL_SEED, help="level sampling seed")
+    parser = _Parser(prog=PROG, description=__doc__.split("\n")[0])
+    parser.add_argument("checkpoint", type=Path, help="a checkpoint folder (env.json, policy.json)")
+    parser.add_argument("--episodes", type=_bounded(1, 10**6), default=1000)
+    parser.add_argument("--seed", type=_bounded(0, MAX_SEED), default=EVAL_SEED,
+                        help=f"level sampling seed (0..{MAX_SEED})")  # fmt: skip
     parser.add_argument("--sampled", action="store_true", help="sample actions (not greedy)")
     parser.add_argument("--baselines", choices=("all", "none"), default="all")
     parser.add_argument("--mode", default=None, help="another distribution_mode than trained")
@@ -226,23 +261,40 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                         help="the levels the checkpoint trained on (its num_levels), not the "
                              "full distribution")  # fmt: skip
     parser.add_argument("--json", type=Path, default=None, help="write the table here")
+    parser.add_argument("--backend", choices=("auto", "torch", "numpy"), default="auto",
+                        help="SB3 checkpoints: torch (SB3) or numpy inference")  # fmt: skip
     return parser.parse_args(argv)
+
+
+def _prepare(args: argparse.Namespace) -> tuple:
+    """(checkpoint, config, policy) of the command line, every problem a one-line exit 2."""
+    if args.json is not None and (args.json.is_dir() or not args.json.parent.is_dir()):
+        _fail(f"--json {args.json}: not a file in an existing folder")
+    try:
+        checkpoint = Checkpoint.load(args.checkpoint)
+        config = checkpoint.env
+        if args.mode:
+            if args.mode not in valid_modes(config.game):
+                _fail(f"--mode {args.mode!r}: {config.game} has "
+                      f"{', '.join(valid_modes(config.game))}")  # fmt: skip
+            config.distribution_mode = args.mode
+        if not args.train_levels:
+            config.num_levels, config.start_level = 0, 0  # test levels: the full distribution
+        policy = load_policy(args.checkpoint, deterministic=not args.sampled,
+                             backend=args.backend, seed=args.seed)  # fmt: skip
+        flat = not wants_dict_observation(args.checkpoint)
+        make_env(config, 1, args.seed, flatten=flat).close()  # env.json's keywords are valid
+    except ImportError as exc:
+        _fail(f"{args.checkpoint} needs a package that is not installed ({exc})")
+    except (CheckpointError, ValueError, TypeError) as exc:
+        line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        _fail(line if str(args.checkpoint) in line else f"{args.checkpoint}: {line}")
+    return checkpoint, config, policy
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = _parse_args(argv)
-    if args.episodes < 1:
-        raise SystemExit("--episodes must be >= 1")
-    try:
-        checkpoint = Checkpoint.load(args.checkpoint)
-    except FileNotFoundError as exc:
-        raise SystemExit(f"error: {exc}") from None
-    config = checkpoint.env
-    if args.mode:
-        config.distribution_mode = args.mode
-    if not args.train_levels:
-        config.num_levels, config.start_level = 0, 0  # test levels: the full distribution
-    policy = load_policy(args.checkpoint, deterministic=not args.sampled)
+    checkpoint, config, policy = _prepare(args)
     if "torch" in sys.modules:  # one thread: its pool fought the env's for the cores (3x slower)
         sys.modules["torch"].set_num_threads(1)
     label = f"checkpoint ({'sampled' if args.sampled else 'greedy'}, {checkpoint.steps:,} steps)"

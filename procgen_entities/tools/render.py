@@ -41,6 +41,7 @@ __all__ = [
     "TILE_GLYPHS",
     "TILE_REFINEMENTS",
     "View",
+    "cell_image",
     "choose_view",
     "follows_agent",
     "legend",
@@ -514,6 +515,29 @@ def _cells(batch: StateBatch, i: int, view: View) -> List[List[Glyph]]:
         if math.isfinite(ex) and math.isfinite(ey):
             put(math.floor(ex), math.floor(ey), glyph)
     return cells
+
+
+def cell_image(batch: StateBatch, i: int = 0, *, view_mode: str | None = None) -> np.ndarray:
+    """The map of ``render`` as an RGB image, one pixel per cell in the colour of its glyph
+    ([h, w, 3] uint8, the highest row first): the entity view beside procgen's frames in a
+    video."""
+    from rich.style import Style
+
+    colours: Dict[str, Tuple[int, int, int]] = {}
+
+    def colour(style: str) -> Tuple[int, int, int]:
+        if style not in colours:
+            parsed = Style.parse(style).color if style else None
+            if parsed is None:  # unstyled: the terminal's default foreground
+                colours[style] = (255, 255, 255)
+            else:
+                rgb = parsed.get_truecolor()
+                colours[style] = (rgb.red, rgb.green, rgb.blue)
+        return colours[style]
+
+    cells = _cells(batch, i, choose_view(batch, i, view_mode))
+    image = np.array([[colour(g.style) for g in row] for row in cells], dtype=np.uint8)
+    return image[::-1].reshape(len(cells), -1, 3)
 
 
 def _all_fields(batch: StateBatch, i: int) -> np.ndarray:

@@ -4,7 +4,8 @@ checkpoints, resume, evaluate.
     python -m procgen_entities.tools.sb3_ppo GAME [--steps N] [--out DIR] [--seed S]
         [--mode easy|hard] [--num-levels 200] [--resume DIR] [--checkpoint-every N]
         [--ent-coef A[:B]] [--no-window] [--stale-support] [--no-normalize] [--eval-episodes N]
-        [--tilemap MODE] [--cap TYPE=N ...] [--policy mlp|attention] [--grid] [--smoke]
+        [--tilemap MODE] [--cap TYPE=N ...] [--policy mlp|attention] [--grid] [--trust-pickle]
+        [--smoke]
 
 Trains SB3's PPO (MlpPolicy) on ``EntityVectorEnv(GAME, flatten=True, autoreset_mode=SameStep)``
 with the game's training tilemap and caps (``Game.training_caps``), writes ``DIR/metrics.jsonl``
@@ -12,12 +13,15 @@ with the game's training tilemap and caps (``Game.training_caps``), writes ``DIR
 and, every ``--checkpoint-every`` steps, ``DIR/checkpoint-<steps>``; see tools/checkpoint.py).
 ``--eval-episodes N`` then evaluates the final checkpoint with ``procgen_entities.evaluate``
 (into ``DIR/evaluation.json``; the default 0 only prints the command, since 1,000 episodes and
-17 policies take minutes). ``--resume DIR`` continues a
-checkpoint (its env config, weights, normaliser and step count). ``--ent-coef A:B``: the
-entropy bonus goes linearly from A to B over the run. ``--policy attention``: SB3's
-``MultiInputPolicy`` on the dict form with the entity encoder (gymnasium/policy.py: attention over
-the masked slots, inputs through symlog, so only rewards are normalised); ``--grid`` adds the
-camera square's class image, read by a small CNN. Needs the train extra.
+17 policies take minutes). ``--resume DIR`` continues a checkpoint (its env config, policy,
+weights, optimizer state, normaliser and step count; the PPO settings it recorded, then
+``--ppo``); checkpoints are data files only (tools/checkpoint.py), and a folder in the old
+pickled format is refused unless ``--trust-pickle`` (which converts it first). ``--ent-coef
+A:B``: the entropy bonus goes linearly from A to B over the run. ``--policy attention``: SB3's
+``MultiInputPolicy`` on the dict form with the entity encoder (gymnasium/policy.py: attention
+over the masked slots, inputs through symlog, so only rewards are normalised); ``--grid`` adds
+the camera square's class image, read by a small CNN (with the MLP: FlatGridExtractor). Needs
+the train extra.
 """
 
 from __future__ import annotations
@@ -28,10 +32,20 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NoReturn, Optional
 
 from procgen_entities.games import Game, get_game
-from procgen_entities.tools.checkpoint import Checkpoint, EnvConfig, make_env
+from procgen_entities.tools.checkpoint import (
+    OPTIMIZER,
+    Checkpoint,
+    CheckpointError,
+    EnvConfig,
+    convert,
+    load_normalizer,
+    make_env,
+    read_spec,
+    save_sb3,
+)
 
 __all__ = ["main"]
 
@@ -100,6 +114,12 @@ class _Metrics:
         self.file.close()
 
 
+def _fail(message: str) -> NoReturn:
+    """A command-line error: one line on stderr, exit status 2."""
+    sys.stderr.write(f"python -m procgen_entities.tools.sb3_ppo: error: {message}\n")
+    raise SystemExit(2)
+
+
 def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m procgen_entities.tools.sb3_ppo", description=__doc__.split("\n")[0]
@@ -112,6 +132,9 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--mode", default="easy", help="procgen distribution_mode")
     parser.add_argument("--num-levels", type=int, default=0, help="0: the full distribution")
     parser.add_argument("--resume", type=Path, default=None, help="a checkpoint folder")
+    parser.add_argument("--trust-pickle", action="store_true",
+                        help="--resume from an old pickled checkpoint (converted first; "
+                             "unpickling can run code: only folders you trust)")  # fmt: skip
     parser.add_argument("--checkpoint-every", type=int, default=500_000)
     parser.add_argument("--ent-coef", default="0.01", help="A or A:B (linear from A to B)")
     parser.add_argument("--no-window", action="store_true", help="every entity of the level")
@@ -155,7 +178,7 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
     globals_ = None
     if args.stale_support:
         if info.support is None:
-            raise SystemExit(f"{args.game} has no support feature")
+            _fail(f"{args.game} has no support feature")
         from procgen_entities.features import global_feature_names
 
         globals_ = ["has_support" if g == "on_ground" else g for g in global_feature_names(info)]
@@ -183,7 +206,7 @@ def _caps(info: Game, tilemap: Optional[str], overrides: List[str]) -> Dict[str,
     for item in overrides:
         name, _, value = item.partition("=")
         if name not in types or not value.isdigit():
-            raise SystemExit(f"--cap: expected TYPE=N with TYPE one of {', '.join(sorted(types))}")
+            _fail(f"--cap: expected TYPE=N with TYPE one of {', '.join(sorted(types))}")
         caps[name] = int(value)
     return caps
 
@@ -201,111 +224,152 @@ def _truncate_metrics(path: Path, steps: int) -> None:
     path.write_text("".join(line + "\n" for line in kept))
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    args = _parse_args(argv)
-    import torch
-    from stable_baselines3 import PPO
+def _resume(folder: Path, trust_pickle: bool) -> tuple:
+    """(Checkpoint, policy.json) of the folder to resume; an old pickled folder is converted
+    first when trusted, else refused."""
+    try:
+        checkpoint = Checkpoint.load(folder)
+        try:
+            spec = read_spec(folder)
+        except CheckpointError:
+            if not trust_pickle:
+                raise
+            convert(folder)
+            spec = read_spec(folder)
+    except CheckpointError as exc:
+        _fail(str(exc))
+    return checkpoint, spec
+
+
+def _normalized(env: Any, resume: Optional[Path], gamma: float, attention: bool,
+                flat_grid: bool) -> Any:  # fmt: skip
+    """SB3's VecNormalize around the env: the flat form's every value; the dict form's slot
+    values and globals (FlatGridExtractor) or, for the attention encoder, rewards only; with
+    ``resume``, its statistics and settings."""
     from stable_baselines3.common.vec_env import VecNormalize
 
+    from procgen_entities.gymnasium.sb3 import normalized_keys
+
+    keys = normalized_keys(env.observation_space) if flat_grid else None
+    if resume is None:
+        return VecNormalize(env, gamma=gamma, norm_obs=not attention, norm_obs_keys=keys)
+    stats = load_normalizer(resume)
+    wrapped = VecNormalize(env, gamma=stats.gamma, norm_obs=stats.norm_obs,
+                           norm_reward=stats.norm_reward, clip_obs=stats.clip_obs,
+                           clip_reward=stats.clip_reward, epsilon=stats.epsilon,
+                           norm_obs_keys=keys)  # fmt: skip
+    stats.apply_to(wrapped)
+    return wrapped
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = _parse_args(argv)
+    # The folder to resume is checked first: its errors come before the imports' output.
+    resume = _resume(args.resume, args.trust_pickle) if args.resume else None
+    import torch
+    from stable_baselines3 import PPO
+
     from procgen_entities.gymnasium.sb3 import SB3VecEnv
+    from procgen_entities.tools.checkpoint import _torch_activations, _torch_state
+    from procgen_entities.tools.numpy_policy import DictNormalizer, Normalizer
 
     torch.set_num_threads(1)  # while the env's pool steps (see _Metrics for the updates)
     hyper = dict(HYPERPARAMETERS)
+    spec: Optional[Dict[str, Any]] = None
+    if resume is not None:
+        checkpoint, spec = resume
+        config, done = checkpoint.env, checkpoint.steps
+        hyper.update({k: type(v)(checkpoint.trainer[k]) for k, v in hyper.items()
+                      if k in checkpoint.trainer})  # fmt: skip
+    else:
+        config, done = _env_config(args), 0
+        checkpoint = Checkpoint(env=config, normalize=not args.no_normalize)
     for item in args.ppo:
         key, _, value = item.partition("=")
         if key not in hyper:
-            raise SystemExit(f"--ppo: unknown setting {key!r} (one of {', '.join(hyper)})")
+            _fail(f"--ppo: unknown setting {key!r} (one of {', '.join(hyper)})")
         hyper[key] = type(hyper[key])(value)
     schedule = tuple(float(x) for x in (args.ent_coef.split(":") * 2)[:2])
     out = args.out or Path("runs") / f"sb3-{args.game}-{args.seed}"
     out.mkdir(parents=True, exist_ok=True)
-    if args.resume:
-        try:
-            checkpoint = Checkpoint.load(args.resume)
-        except FileNotFoundError as exc:
-            raise SystemExit(f"error: {exc}") from None
-        config, done = checkpoint.env, checkpoint.steps
-    else:
-        config, done = _env_config(args), 0
-        checkpoint = Checkpoint(env=config, normalize=not args.no_normalize)
     if args.smoke:  # two tiny updates past where the run starts
         args.steps, args.envs, args.eval_episodes = done + 2 * 8 * 16, 8, 16
         hyper.update(n_steps=16, batch_size=128)
     r_min, r_max = get_game(args.game).return_range or (0.0, 10.0)
-    if args.resume:  # the run's own architecture, whatever the flags say
+    if resume is not None:  # the run's own policy, whatever the flags say
         previous = checkpoint.trainer
         args.policy = previous.get("policy", "mlp")
-        args.net = previous.get("net", args.net)
         args.d_model = previous.get("d_model", args.d_model)
         args.layers = previous.get("layers", args.layers)
         _truncate_metrics(out / "metrics.jsonl", done)
     attention = args.policy == "attention"
     flat_grid = not attention and config.grid  # the MLP recipe plus a CNN over the image
-    args.net = args.net or ("256" if attention else "256,256")
+    dict_form = attention or flat_grid
+    default_net = "256" if attention else "256,256"
+    net: Any = spec["net_arch"] if spec else [int(x) for x in (args.net or default_net).split(",")]
     name = ("MultiInputPolicy + EntityExtractor" if attention
             else "MultiInputPolicy + FlatGridExtractor" if flat_grid else "MlpPolicy")  # fmt: skip
     checkpoint.trainer = {"trainer": f"stable-baselines3 PPO {name}", "seed": args.seed,
-                          "envs": args.envs, "ent_coef": list(schedule), "net": args.net,
+                          "envs": args.envs, "ent_coef": list(schedule),
+                          "net": ",".join(map(str, net)) if isinstance(net, list) else net,
                           "policy": args.policy, **hyper}  # fmt: skip
     if attention:
-        checkpoint.trainer.update(d_model=args.d_model, layers=args.layers, reward_norm=True)
+        checkpoint.trainer.update(d_model=args.d_model, layers=args.layers)
+        checkpoint.normalize = True  # rewards only (the encoder reads symlog inputs)
     meta = {"game": args.game, "env": "sb3", "seed": args.seed, "tilemap": config.tilemap,
             "r_min": r_min, "r_max": r_max, "resumed_at": done, **checkpoint.trainer,
             "env_config": checkpoint.env.env_kwargs()}  # fmt: skip
-    flatten = not (attention or flat_grid)
-    env: Any = SB3VecEnv(make_env(config, args.envs, args.seed + done, flatten=flatten))
-    if attention:  # no obs statistics (the encoder's symlog), rewards normalised as in CleanRL
-        checkpoint.normalize = False
-        env = (
-            VecNormalize.load(str(args.resume / "vecnormalize.pkl"), env)
-            if args.resume
-            else VecNormalize(env, norm_obs=False, norm_reward=True, gamma=hyper["gamma"])
-        )
-    elif checkpoint.normalize:
-        from procgen_entities.gymnasium.sb3 import normalized_keys
-
-        keys = normalized_keys(env.observation_space) if flat_grid else None
-        env = (
-            VecNormalize.load(str(args.resume / "vecnormalize.pkl"), env)
-            if args.resume
-            else VecNormalize(env, gamma=hyper["gamma"], norm_obs_keys=keys)
-        )
+    env: Any = SB3VecEnv(make_env(config, args.envs, args.seed + done, flatten=not dict_form))
+    if checkpoint.normalize:
+        env = _normalized(env, args.resume, hyper["gamma"], attention, flat_grid)
 
     def save(model: Any, name: str) -> None:
         folder = out / name
         checkpoint.steps = int(model.num_timesteps)  # counted from the first run
         checkpoint.save(folder)
-        model.save(folder / "model.zip")
-        model.policy.save(str(folder / "policy.pth"))
-        if isinstance(env, VecNormalize):
-            env.save(str(folder / "vecnormalize.pkl"))
+        stats = None
+        if checkpoint.normalize:
+            kind = DictNormalizer if dict_form else Normalizer
+            stats = kind.from_vec_normalize(env)
+        save_sb3(folder, model.policy, stats, optimizer=True)
 
     total = args.steps - done
     if total <= 0:
-        raise SystemExit(f"the checkpoint already has {done} steps (--steps {args.steps})")
+        _fail(f"the checkpoint already has {done} steps (--steps {args.steps})")
     metrics = _Metrics(out, meta, schedule, args.steps, args.checkpoint_every, save)
     metrics.saved = done // args.checkpoint_every if args.checkpoint_every else 0
     metrics.train_threads = args.train_threads or len(os.sched_getaffinity(0))
-    layers = [int(x) for x in args.net.split(",")]
-    if args.resume:
-        model = PPO.load(args.resume / "model.zip", env=env, device="cpu")
-    elif attention:
+    start, end = schedule
+    coef = start + (end - start) * min(1.0, done / max(args.steps, 1))
+    policy_kwargs: Dict[str, Any] = {"net_arch": net}
+    if spec:
+        policy_kwargs["activation_fn"] = _torch_activations()[spec["activation"]]
+    if attention:
         from procgen_entities.gymnasium.sb3 import EntityExtractor
 
-        extractor = {"d_model": args.d_model, "n_layers": args.layers}
-        policy_kwargs = {"net_arch": layers, "features_extractor_class": EntityExtractor,
-                         "features_extractor_kwargs": extractor}  # fmt: skip
-        model = PPO("MultiInputPolicy", env, seed=args.seed, verbose=0, device="cpu",
-                    ent_coef=schedule[0], policy_kwargs=policy_kwargs, **hyper)  # fmt: skip
+        policy_kwargs["features_extractor_class"] = EntityExtractor
+        policy_kwargs["features_extractor_kwargs"] = {"d_model": args.d_model,
+                                                      "n_layers": args.layers}  # fmt: skip
     elif flat_grid:
         from procgen_entities.gymnasium.sb3 import FlatGridExtractor
 
-        policy_kwargs = {"net_arch": layers, "features_extractor_class": FlatGridExtractor}
-        model = PPO("MultiInputPolicy", env, seed=args.seed, verbose=0, device="cpu",
-                    ent_coef=schedule[0], policy_kwargs=policy_kwargs, **hyper)  # fmt: skip
-    else:
-        model = PPO("MlpPolicy", env, seed=args.seed, verbose=0, device="cpu",
-                    ent_coef=schedule[0], policy_kwargs={"net_arch": layers}, **hyper)  # fmt: skip
+        policy_kwargs["features_extractor_class"] = FlatGridExtractor
+    kind = "MultiInputPolicy" if dict_form else "MlpPolicy"
+    model = PPO(kind, env, seed=args.seed, verbose=0, device="cpu", ent_coef=coef,
+                policy_kwargs=policy_kwargs, **hyper)  # fmt: skip
+    if args.resume:
+        try:
+            model.policy.load_state_dict(_torch_state(args.resume))
+        except (CheckpointError, RuntimeError) as exc:
+            _fail(str(exc).splitlines()[0])
+        if (args.resume / OPTIMIZER).is_file():
+            model.policy.optimizer.load_state_dict(
+                torch.load(args.resume / OPTIMIZER, map_location="cpu", weights_only=True)
+            )
+        else:
+            print(f"note: {args.resume} has no {OPTIMIZER}: Adam's moments start afresh",
+                  file=sys.stderr)  # fmt: skip
+        model.num_timesteps = done
     model.learn(total_timesteps=total, callback=metrics.callback, progress_bar=True,
                 reset_num_timesteps=not args.resume)  # fmt: skip
     metrics.close()

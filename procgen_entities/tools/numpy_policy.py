@@ -1,0 +1,259 @@
+"""Inference for the SB3 MLP checkpoints without torch: the observation normaliser and the actor
+MLP as numpy, from the checkpoint's data files (``normalizer.npz``, ``policy.json``,
+``policy.npz``; tools/checkpoint.py writes them).
+
+It computes what SB3 computes: ``VecNormalize.normalize_obs`` (in float64, then float32), the
+actor's Linear/activation layers and ``action_net`` (from the float32 weights and inputs, in
+float64, so the result is torch's up to torch's own float32 rounding: 4e-6 on logits of ~12),
+then the argmax of the logits (SB3's greedy action) or a sample of their softmax
+(tests/test_checkpoint.py checks 1e-5 and identical greedy actions on real episodes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "ACTIVATIONS",
+    "DICT_NORMALIZER_FILE",
+    "DictNormalizer",
+    "MlpPolicy",
+    "NORMALIZER_FILE",
+    "Normalizer",
+    "read_npz",
+]
+
+NORMALIZER_FILE = "normalizer.npz"
+
+#: The activations an SB3 MLP checkpoint may name (policy.json's "activation").
+ACTIVATIONS: Dict[str, Callable[[npt.NDArray[np.float64]], npt.NDArray[np.float64]]] = {
+    "tanh": np.tanh,
+    "relu": lambda x: np.maximum(x, 0.0),
+}
+
+#: normalizer.npz's arrays: SB3 VecNormalize's running statistics and settings.
+NORMALIZER_KEYS = (
+    "obs_mean", "obs_var", "obs_count", "ret_mean", "ret_var", "ret_count",
+    "clip_obs", "clip_reward", "epsilon", "gamma", "norm_obs", "norm_reward",
+)  # fmt: skip
+
+
+def read_npz(path: Path, required: Tuple[str, ...] = ()) -> Dict[str, np.ndarray]:
+    """Every array of an ``.npz`` file, read without pickle (object arrays are refused); a
+    ValueError names the file if it is unreadable or lacks one of ``required``."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in data.files}
+    except (OSError, ValueError, EOFError) as exc:
+        raise ValueError(f"{path} is not a readable .npz file ({exc})") from None
+    missing = [k for k in required if k not in arrays]
+    if missing:
+        raise ValueError(f"{path} lacks {', '.join(missing)}")
+    return arrays
+
+
+@dataclass
+class Normalizer:
+    """SB3 VecNormalize's observation statistics (what inference uses) and reward statistics
+    (what resuming a run needs), as plain arrays."""
+
+    obs_mean: np.ndarray
+    obs_var: np.ndarray
+    obs_count: float
+    ret_mean: float = 0.0
+    ret_var: float = 1.0
+    ret_count: float = 1e-4
+    clip_obs: float = 10.0
+    clip_reward: float = 10.0
+    epsilon: float = 1e-8
+    gamma: float = 0.99
+    norm_obs: bool = True
+    norm_reward: bool = True
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """VecNormalize.normalize_obs: float64 arithmetic, then float32."""
+        if not self.norm_obs:
+            return obs
+        scaled = (obs - self.obs_mean) / np.sqrt(self.obs_var + self.epsilon)
+        return np.clip(scaled, -self.clip_obs, self.clip_obs).astype(np.float32)
+
+    def arrays(self) -> Dict[str, np.ndarray]:
+        return {k: np.asarray(getattr(self, k)) for k in NORMALIZER_KEYS}
+
+    def save(self, path: Path) -> None:
+        np.savez(path, **self.arrays())
+
+    @classmethod
+    def load(cls, path: Path) -> "Normalizer":
+        a = read_npz(path, NORMALIZER_KEYS)
+        mean, var = a["obs_mean"].astype(np.float64), a["obs_var"].astype(np.float64)
+        if mean.ndim != 1 or mean.shape != var.shape:
+            raise ValueError(f"{path}: obs_mean and obs_var must be vectors of one size")
+        scalars = {k: float(a[k]) for k in NORMALIZER_KEYS[2:10] if k != "obs_count"}
+        return cls(obs_mean=mean, obs_var=var, obs_count=float(a["obs_count"]), **scalars,
+                   norm_obs=bool(a["norm_obs"]), norm_reward=bool(a["norm_reward"]))  # fmt: skip
+
+    @classmethod
+    def from_vec_normalize(cls, vn: Any) -> "Normalizer":
+        """The statistics of an SB3 VecNormalize (flat observations only)."""
+        if isinstance(vn.obs_rms, dict):
+            raise ValueError("a VecNormalize of dict observations (the checkpoints are flat)")
+        return cls(
+            obs_mean=np.asarray(vn.obs_rms.mean, np.float64),
+            obs_var=np.asarray(vn.obs_rms.var, np.float64),
+            obs_count=float(vn.obs_rms.count), ret_mean=float(vn.ret_rms.mean),
+            ret_var=float(vn.ret_rms.var), ret_count=float(vn.ret_rms.count),
+            clip_obs=float(vn.clip_obs), clip_reward=float(vn.clip_reward),
+            epsilon=float(vn.epsilon), gamma=float(vn.gamma), norm_obs=bool(vn.norm_obs),
+            norm_reward=bool(vn.norm_reward),
+        )  # fmt: skip
+
+    def apply_to(self, vn: Any) -> None:
+        """Set an SB3 VecNormalize's statistics to these (resuming a run)."""
+        vn.obs_rms.mean, vn.obs_rms.var = self.obs_mean.copy(), self.obs_var.copy()
+        vn.obs_rms.count = self.obs_count
+        vn.ret_rms.mean, vn.ret_rms.var = np.float64(self.ret_mean), np.float64(self.ret_var)
+        vn.ret_rms.count = self.ret_count
+
+
+def _pi_layers(arch: Any) -> List[int]:
+    return list(arch.get("pi", [])) if isinstance(arch, Mapping) else list(arch)
+
+
+class MlpPolicy:
+    """The actor of an SB3 ActorCriticPolicy with an MLP extractor (policy.json + policy.npz)."""
+
+    def __init__(self, spec: Mapping[str, Any], weights: Mapping[str, np.ndarray]) -> None:
+        activation = spec.get("activation")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r} (one of {', '.join(ACTIVATIONS)})")
+        self.activation = ACTIVATIONS[activation]
+        self.layers: List[Tuple[np.ndarray, np.ndarray]] = []
+        width = int(spec["observation_size"])
+        hidden = len(_pi_layers(spec["net_arch"]))
+        # SB3's policy_net is Sequential(Linear, activation, Linear, activation, ...).
+        names = [f"mlp_extractor.policy_net.{2 * i}" for i in range(hidden)]
+        for name in [*names, "action_net"]:
+            w, b = weights.get(f"{name}.weight"), weights.get(f"{name}.bias")
+            if (
+                w is None
+                or b is None
+                or w.ndim != 2
+                or w.shape[1] != width
+                or b.shape != w.shape[:1]
+            ):
+                raise ValueError(f"policy weights: {name} is missing or does not fit the layers")
+            self.layers.append((np.ascontiguousarray(w.T, np.float64), b.astype(np.float64)))
+            width = w.shape[0]
+        if width != int(spec["actions"]):
+            raise ValueError(f"policy weights: {width} logits for {spec['actions']} actions")
+        self.observation_size = int(spec["observation_size"])
+
+    def logits(self, obs: np.ndarray) -> np.ndarray:
+        """[n, actions] float32 logits of [n, observation_size] (already normalised) inputs."""
+        x = np.asarray(obs, dtype=np.float32)  # what the torch policy gets
+        if x.ndim != 2 or x.shape[1] != self.observation_size:
+            raise ValueError(f"expected observations [n, {self.observation_size}], got {x.shape}")
+        h = x.astype(np.float64)
+        for w, b in self.layers[:-1]:
+            h = self.activation(h @ w + b)
+        w, b = self.layers[-1]
+        return (h @ w + b).astype(np.float32)  # type: ignore[no-any-return]
+
+    def act(self, obs: np.ndarray, rng: Optional[np.random.Generator] = None) -> np.ndarray:
+        """Greedy actions (``rng`` None), else sampled from the logits' softmax."""
+        logits = self.logits(obs)
+        if rng is None:
+            return logits.argmax(axis=1)  # type: ignore[no-any-return]
+        z = logits.astype(np.float64)
+        p = np.exp(z - z.max(axis=1, keepdims=True))
+        cumulative = np.cumsum(p / p.sum(axis=1, keepdims=True), axis=1)
+        u = rng.random((len(z), 1))
+        return np.minimum((cumulative < u).sum(axis=1), z.shape[1] - 1)
+
+
+#: normalizer.npz of a dict-observation policy (gymnasium/sb3.py's extractors).
+DICT_NORMALIZER_FILE = "normalizer-dict.npz"
+_SCALARS = ("ret_mean", "ret_var", "ret_count", "clip_obs", "clip_reward", "epsilon", "gamma")
+
+
+@dataclass
+class DictNormalizer:
+    """SB3 VecNormalize's statistics for dict observations: per normalised key its mean,
+    variance and count (keys it does not normalise, such as masks and the class image, pass
+    through), then the return statistics; ``norm_obs=False`` keeps only the latter."""
+
+    means: Dict[str, np.ndarray]
+    variances: Dict[str, np.ndarray]
+    counts: Dict[str, float]
+    ret_mean: float = 0.0
+    ret_var: float = 1.0
+    ret_count: float = 1e-4
+    clip_obs: float = 10.0
+    clip_reward: float = 10.0
+    epsilon: float = 1e-8
+    gamma: float = 0.99
+    norm_obs: bool = True
+    norm_reward: bool = True
+
+    def __call__(self, obs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        if not self.norm_obs:
+            return obs
+        out = dict(obs)
+        for key, mean in self.means.items():
+            scaled = (obs[key] - mean) / np.sqrt(self.variances[key] + self.epsilon)
+            out[key] = np.clip(scaled, -self.clip_obs, self.clip_obs).astype(np.float32)
+        return out
+
+    def save(self, path: Path) -> None:
+        arrays: Dict[str, np.ndarray] = {k: np.asarray(getattr(self, k)) for k in _SCALARS}
+        arrays["norm_obs"], arrays["norm_reward"] = (
+            np.asarray(self.norm_obs),
+            np.asarray(self.norm_reward),
+        )
+        for key in self.means:
+            arrays[f"mean:{key}"] = self.means[key]
+            arrays[f"var:{key}"] = self.variances[key]
+            arrays[f"count:{key}"] = np.asarray(self.counts[key])
+        np.savez(path, **arrays)
+
+    @classmethod
+    def load(cls, path: Path) -> "DictNormalizer":
+        a = read_npz(path, (*_SCALARS, "norm_obs", "norm_reward"))
+        keys = [name[5:] for name in a if name.startswith("mean:")]
+        missing = [k for k in keys if f"var:{k}" not in a or f"count:{k}" not in a]
+        if missing:
+            raise ValueError(f"{path}: no variance or count for {', '.join(missing)}")
+        return cls(
+            means={k: a[f"mean:{k}"].astype(np.float64) for k in keys},
+            variances={k: a[f"var:{k}"].astype(np.float64) for k in keys},
+            counts={k: float(a[f"count:{k}"]) for k in keys},
+            **{k: float(a[k]) for k in _SCALARS},
+            norm_obs=bool(a["norm_obs"]), norm_reward=bool(a["norm_reward"]),
+        )  # fmt: skip
+
+    @classmethod
+    def from_vec_normalize(cls, vn: Any) -> "DictNormalizer":
+        rms = vn.obs_rms if (vn.norm_obs and isinstance(vn.obs_rms, dict)) else {}
+        return cls(
+            means={k: np.asarray(r.mean, np.float64) for k, r in rms.items()},
+            variances={k: np.asarray(r.var, np.float64) for k, r in rms.items()},
+            counts={k: float(r.count) for k, r in rms.items()},
+            ret_mean=float(vn.ret_rms.mean), ret_var=float(vn.ret_rms.var),
+            ret_count=float(vn.ret_rms.count), clip_obs=float(vn.clip_obs),
+            clip_reward=float(vn.clip_reward), epsilon=float(vn.epsilon), gamma=float(vn.gamma),
+            norm_obs=bool(vn.norm_obs), norm_reward=bool(vn.norm_reward),
+        )  # fmt: skip
+
+    def apply_to(self, vn: Any) -> None:
+        """Set an SB3 VecNormalize's statistics to these (resuming a run)."""
+        for key, mean in self.means.items():
+            rms = vn.obs_rms[key]
+            rms.mean, rms.var, rms.count = mean.copy(), self.variances[key].copy(), self.counts[key]
+        vn.ret_rms.mean, vn.ret_rms.var = np.float64(self.ret_mean), np.float64(self.ret_var)
+        vn.ret_rms.count = self.ret_count

@@ -1,0 +1,306 @@
+"""Checkpoints are data (tools/checkpoint.py): the committed ones load without pickle, their numpy
+form acts as the torch policy does on real episodes, old pickled folders are refused (and never
+run), the converter is exact, and evaluate's errors are one line with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List
+
+import numpy as np
+import pytest
+
+from procgen_entities.tools.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    load_policy,
+    make_env,
+)
+from procgen_entities.tools.numpy_policy import MlpPolicy, Normalizer, read_npz
+
+REPO = Path(__file__).resolve().parents[1]
+CHECKPOINTS = [REPO / "checkpoints" / g for g in ("coinrun", "ninja", "climber")]
+DATA_FILES = {"env.json", "policy.json", "policy.pt", "policy.npz", "normalizer.npz"}
+#: Blocks torch and SB3 in a child process: what a core install without them sees.
+NO_TORCH = """
+import importlib.abc, sys
+class _Blocked(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "stable_baselines3"):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+sys.meta_path.insert(0, _Blocked())
+"""
+
+
+class _Payload:
+    """A pickle that creates a file when loaded: proof of whether a loader ran it."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (open, (str(self.marker), "w"))
+
+
+def _python(code: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)  # fmt: skip
+
+
+def _evaluate(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "procgen_entities.evaluate", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
+
+
+def _one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stdout == "", proc.stdout[-2000:]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def _copy(folder: Path, to: Path, names: List[str]) -> Path:
+    to.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copy(folder / name, to / name)
+    return to
+
+
+@pytest.mark.parametrize("folder", CHECKPOINTS, ids=lambda p: p.name)
+def test_committed_checkpoints_are_data_that_loads_without_pickle(folder: Path) -> None:
+    assert {p.name for p in folder.iterdir()} == DATA_FILES
+    spec = json.loads((folder / "policy.json").read_text())
+    weights = read_npz(folder / "policy.npz")  # allow_pickle=False
+    assert all(a.dtype == np.float32 for a in weights.values())
+    stats = Normalizer.load(folder / "normalizer.npz")
+    assert stats.obs_mean.shape == (spec["observation_size"],) and stats.obs_count > 1e6
+    torch = pytest.importorskip("torch")
+    state = torch.load(folder / "policy.pt", weights_only=True)
+    assert set(state) == set(weights)
+    for name, tensor in state.items():
+        np.testing.assert_array_equal(tensor.numpy(), weights[name])
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("folder", CHECKPOINTS, ids=lambda p: p.name)
+def test_numpy_inference_acts_as_the_torch_policy_on_real_steps(folder: Path) -> None:
+    """Over 300 steps of 16 envs driven by the torch policy: the numpy logits within 1e-5 of
+    torch's and the same greedy action in every env at every step."""
+    pytest.importorskip("stable_baselines3")
+    from procgen_entities.tools.checkpoint import (
+        _numpy_state,
+        _torch_state,
+        build_sb3_policy,
+        read_spec,
+        torch_logits,
+    )
+
+    spec = read_spec(folder)
+    torch_policy = build_sb3_policy(spec, _torch_state(folder))
+    numpy_policy = MlpPolicy(spec, _numpy_state(folder))
+    normalize = Normalizer.load(folder / "normalizer.npz")
+    greedy_torch = load_policy(folder, backend="torch")
+    greedy_numpy = load_policy(folder, backend="numpy")
+    env = make_env(Checkpoint.load(folder).env, 16, seed=21)
+    obs, _ = env.reset(seed=21)
+    worst, ends = 0.0, 0
+    for _ in range(300):
+        x = normalize(obs)
+        reference, mine = torch_logits(torch_policy, x), numpy_policy.logits(x)
+        worst = max(worst, float(np.abs(reference - mine).max()))
+        actions = greedy_torch(obs)
+        np.testing.assert_array_equal(actions, reference.argmax(axis=1))
+        np.testing.assert_array_equal(greedy_numpy(obs), actions)
+        obs, _, terminated, truncated, _ = env.step(actions)
+        ends += int((terminated | truncated).sum())
+    env.close()
+    assert worst < 1e-5 and ends > 0
+
+
+@pytest.mark.live
+def test_the_numpy_backend_plays_without_torch() -> None:
+    """A process that cannot import torch or SB3 evaluates the committed coinrun checkpoint
+    (auto picks numpy) to the same episodes as the torch backend here."""
+    pytest.importorskip("stable_baselines3")
+    from procgen_entities.tools.evaluate import run_episodes
+
+    folder = REPO / "checkpoints" / "coinrun"
+    code = NO_TORCH + (
+        "import json\n"
+        "from procgen_entities.tools.checkpoint import Checkpoint, load_policy\n"
+        "from procgen_entities.tools.evaluate import run_episodes\n"
+        f"folder = {str(folder)!r}\n"
+        "e = run_episodes(Checkpoint.load(folder).env, load_policy(folder), 24, 77)\n"
+        "assert 'torch' not in sys.modules and 'stable_baselines3' not in sys.modules\n"
+        "print(json.dumps([e.lengths.tolist(), e.causes]))\n"
+    )
+    proc = _python(code)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lengths, causes = json.loads(proc.stdout.strip().splitlines()[-1])
+    mine = run_episodes(Checkpoint.load(folder).env, load_policy(folder, backend="torch"), 24, 77)
+    assert lengths == mine.lengths.tolist() and causes == mine.causes
+    assert "complete" in causes
+
+
+def test_sampled_numpy_actions_follow_the_softmax() -> None:
+    policy = MlpPolicy(
+        {"observation_size": 2, "actions": 3, "net_arch": [], "activation": "tanh"},
+        {"action_net.weight": np.eye(3, 2, dtype=np.float32),
+         "action_net.bias": np.array([0.0, 0.0, np.log(2.0)], np.float32)},
+    )  # fmt: skip
+    obs = np.tile(np.array([[np.log(3.0), 0.0]], np.float32), (60_000, 1))  # logits ln3, 0, ln2
+    counts = np.bincount(policy.act(obs, np.random.default_rng(1)), minlength=3) / len(obs)
+    np.testing.assert_allclose(counts, [0.5, 1 / 6, 1 / 3], atol=0.01)
+    assert (policy.act(obs) == 0).all()
+
+
+def _old_format(tmp: Path) -> Path:
+    """An old pickled folder (policy.pth, vecnormalize.pkl) made from the committed coinrun
+    checkpoint, as tools/sb3_ppo.py wrote them before the data format."""
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from procgen_entities.gymnasium.sb3 import SB3VecEnv
+    from procgen_entities.tools.checkpoint import _torch_state, build_sb3_policy, read_spec
+
+    source = REPO / "checkpoints" / "coinrun"
+    folder = _copy(source, tmp / "old", ["env.json"])
+    build_sb3_policy(read_spec(source), _torch_state(source)).save(str(folder / "policy.pth"))
+    stats = Normalizer.load(source / "normalizer.npz")
+    venv = VecNormalize(SB3VecEnv(make_env(Checkpoint.load(source).env, 1, 0)))
+    stats.apply_to(venv)
+    venv.save(str(folder / "vecnormalize.pkl"))
+    venv.close()
+    return folder
+
+
+@pytest.mark.live
+def test_the_converter_is_exact_and_needs_trust(tmp_path: Path) -> None:
+    pytest.importorskip("stable_baselines3")
+    folder = _old_format(tmp_path)
+    with pytest.raises(CheckpointError, match="--trust-pickle"):
+        load_policy(folder)
+    convert = ["-m", "procgen_entities.tools.checkpoint", "convert", str(folder)]
+    proc = subprocess.run([sys.executable, *convert], capture_output=True, text=True, cwd=REPO,
+                          timeout=300)  # fmt: skip
+    _one_line_error(proc, "--trust-pickle")
+    assert not (folder / "policy.json").exists()
+    proc = subprocess.run([sys.executable, *convert, "--trust-pickle", "--remove-pickles"],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert {p.name for p in folder.iterdir()} == DATA_FILES
+    source = REPO / "checkpoints" / "coinrun"
+    for name in ("policy.npz", "normalizer.npz"):
+        mine, theirs = read_npz(folder / name), read_npz(source / name)
+        assert set(mine) == set(theirs)
+        for key in mine:
+            np.testing.assert_array_equal(mine[key], theirs[key])
+    assert json.loads((folder / "policy.json").read_text()) == json.loads(
+        (source / "policy.json").read_text()
+    )
+
+
+def test_pickles_are_refused_and_never_run(tmp_path: Path) -> None:
+    """An old-format folder whose pickles would create a file: load_policy and evaluate refuse
+    it with the conversion command, and the file is never created."""
+    marker = tmp_path / "ran"
+    folder = _copy(REPO / "checkpoints" / "coinrun", tmp_path / "old", ["env.json"])
+    for name in ("vecnormalize.pkl", "policy.pth"):
+        (folder / name).write_bytes(pickle.dumps(_Payload(marker)))
+    with pytest.raises(CheckpointError) as info:
+        load_policy(folder)
+    assert "convert" in str(info.value) and "--trust-pickle" in str(info.value)
+    _one_line_error(_evaluate(str(folder), "--episodes", "2"), "checkpoint convert", "--trust")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("target", ["policy.pt", "policy.npz", "normalizer.npz"])
+def test_data_files_holding_pickles_are_refused_and_never_run(tmp_path: Path, target: str) -> None:
+    marker = tmp_path / "ran"
+    folder = _copy(REPO / "checkpoints" / "coinrun", tmp_path / "ckpt", sorted(DATA_FILES))
+    if target == "policy.pt":
+        (folder / target).write_bytes(pickle.dumps({"action_net.weight": _Payload(marker)}))
+        (folder / "policy.npz").unlink()  # the torch loader's fallback
+        backend = "torch"
+        pytest.importorskip("torch")
+    else:
+        np.savez(folder / target, obs_mean=np.array([_Payload(marker)], dtype=object))
+        backend = "numpy"
+    with pytest.raises(CheckpointError):
+        load_policy(folder, backend=backend)
+    assert not marker.exists()
+
+
+EVAL_CASES = {
+    "corrupt env.json": (lambda f: (f / "env.json").write_text("{\"env\": {\"game\": "), [],
+                         "not readable JSON"),
+    "partial env.json": (lambda f: (f / "env.json").write_text('{"steps": 5}'), [], '"env"'),
+    "env.json without a game": (
+        lambda f: (f / "env.json").write_text('{"env": {"tilemap": "columns"}}'), [], "game"),
+    "env.json with an unknown keyword": (
+        lambda f: (f / "env.json").write_text('{"env": {"game": "coinrun", "colour": 1}}'), [],
+        "unknown keys colour"),
+    "missing policy files": (lambda f: (f / "policy.json").unlink(), [], "policy.json"),
+    "missing weights": (lambda f: [(f / n).unlink() for n in ("policy.pt", "policy.npz")], [],
+                        "neither policy.pt nor policy.npz"),
+    "missing normaliser": (lambda f: (f / "normalizer.npz").unlink(), [], "normalizer.npz"),
+    "bad --mode": (None, ["--mode", "nightmare"], "--mode 'nightmare'"),
+    "--seed 2**31": (None, ["--seed", str(2**31)], "--seed"),
+    "--episodes 0": (None, ["--episodes", "0"], "--episodes"),
+    "--json in a missing folder": (None, ["--json", "/nonexistent/dir/table.json"], "--json"),
+    "unknown option": (None, ["--colour"], "unrecognized arguments"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", EVAL_CASES, ids=list(EVAL_CASES))
+def test_evaluate_errors_are_one_line_with_exit_status_2(tmp_path: Path, case: str) -> None:
+    """Each bad input is refused before any episode runs (well under the seconds an
+    evaluation of 1,000 episodes takes), in one line on stderr, exit status 2."""
+    damage, options, needle = EVAL_CASES[case]
+    folder = _copy(REPO / "checkpoints" / "coinrun", tmp_path / "ckpt", sorted(DATA_FILES))
+    if damage is not None:
+        damage(folder)
+    start = time.perf_counter()
+    proc = _evaluate(str(folder), "--episodes", "1000", *options)  # the last --episodes counts
+    _one_line_error(proc, needle)
+    assert time.perf_counter() - start < 60
+
+
+def test_evaluate_refuses_a_missing_folder() -> None:
+    _one_line_error(_evaluate("/nonexistent/checkpoint"), "not a checkpoint folder")
+
+
+def test_enn_checkpoints_with_pickled_blobs_are_refused(tmp_path: Path) -> None:
+    """hyperstate's legacy snapshots pickle their state: refused before enn-trainer loads."""
+    folder = _copy(REPO / "checkpoints" / "coinrun", tmp_path / "enn-run", ["env.json"])
+    (folder / "enn").mkdir()
+    (folder / "enn" / "state.agent.pickle").write_bytes(pickle.dumps(_Payload(tmp_path / "x")))
+    with pytest.raises(CheckpointError, match="state.agent.pickle"):
+        load_policy(folder)
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.live
+def test_resume_with_trust_pickle_converts_then_trains(tmp_path: Path) -> None:
+    """sb3_ppo --resume on an old pickled folder: refused without --trust-pickle (test_agents),
+    converted and continued with it (no optimizer state in policy.pth: Adam starts afresh)."""
+    pytest.importorskip("stable_baselines3")
+    folder = _old_format(tmp_path)
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", "coinrun", "--smoke",
+               "--out", str(out), "--resume", str(folder), "--trust-pickle",
+               "--eval-baselines", "none"]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "no optimizer.pt" in proc.stderr
+    assert (folder / "policy.json").exists() and (folder / "policy.pth").exists()  # kept
+    steps = Checkpoint.load(REPO / "checkpoints" / "coinrun").steps
+    assert Checkpoint.load(out / "checkpoint").steps == steps + 256
