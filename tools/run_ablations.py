@@ -94,14 +94,14 @@ def command(
         evaluate = evaluate_command(folder, episodes)
         return ["bash", "-c", f"{shlex.join(train)} && {shlex.join(evaluate)}"]
     resume = latest_checkpoint(folder) if folder.is_dir() else None
+    # a run of this runner from before the data format resumes from its own pickles, trusted
+    trust = ["--trust-pickle"] if resume and (resume / "model.zip").is_file() else []
     if resume is None and (folder / "metrics.jsonl").is_file():
         (folder / "metrics.jsonl").unlink()  # a start from scratch: the old records go
     return [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", game,
             "--steps", str(steps), "--seed", str(seed), "--out", str(folder),
             "--eval-episodes", str(episodes), "--eval-baselines", "none", *extra,
-            *(["--resume", str(resume)] if resume else []),
-            # a run of this runner from before the data format: its own pickles, trusted
-            *(["--trust-pickle"] if resume and (resume / "model.zip").is_file() else [])]  # fmt: skip
+            *(["--resume", str(resume)] if resume else []), *trust]  # fmt: skip
 
 
 def main() -> int:
