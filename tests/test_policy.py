@@ -130,15 +130,17 @@ def test_grid_refused_for_entity_games() -> None:
         EntityVectorEnv("bigfish", 2, grid=True)
 
 
-def test_attention_policy_trains_and_evaluates(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """sb3_ppo --policy attention --grid: two tiny updates, a checkpoint, resumed, evaluated."""
+@pytest.mark.parametrize("policy", ["attention", "mlp"])
+def test_dict_policies_train_resume_and_evaluate(tmp_path, policy: str) -> None:  # type: ignore[no-untyped-def]
+    """sb3_ppo --policy P --grid: two tiny updates, a data checkpoint (sb3-multi-1 spec),
+    resumed, evaluated (attention: EntityExtractor; mlp: FlatGridExtractor)."""
     import json
     import subprocess
     import sys
 
     out = tmp_path / "run"
     train = [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", "ninja", "--policy",
-             "attention", "--grid", "--tilemap", "none", "--smoke", "--out", str(out),
+             policy, "--grid", "--tilemap", "none", "--smoke", "--out", str(out),
              "--eval-baselines", "none"]  # fmt: skip
     run = subprocess.run(train, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -147,7 +149,12 @@ def test_attention_policy_trains_and_evaluates(tmp_path) -> None:  # type: ignor
                              text=True, timeout=600)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     record = json.loads((out / "checkpoint" / "env.json").read_text())
-    assert record["trainer"]["policy"] == "attention" and record["env"]["grid"] is True
+    assert record["trainer"]["policy"] == policy and record["env"]["grid"] is True
+    spec = json.loads((out / "checkpoint" / "policy.json").read_text())
+    extractor = {"attention": "EntityExtractor", "mlp": "FlatGridExtractor"}[policy]
+    assert spec["format"] == "sb3-multi-1" and spec["extractor"] == extractor
+    assert (out / "checkpoint" / "normalizer-dict.npz").is_file()
+    assert not any((out / "checkpoint" / name).exists() for name in ("model.zip", "policy.pth"))
     assert record["env"]["tilemap"] is None and record["steps"] == 512
     updates = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert sum(r.get("kind") == "update" for r in updates) >= 2
