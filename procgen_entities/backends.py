@@ -84,6 +84,12 @@ class ProcgenEnvs:
     def close(self) -> None:
         raise NotImplementedError
 
+    def abandon(self) -> None:
+        """In a forked child: procgen's threads stayed in the parent, so neither ``close`` nor
+        the backend's finaliser may join them; the envs are left as they are (the memory is the
+        parent's copy)."""
+        self._abandoned = True
+
     # ---- shared ----
 
     def callmethod(self, name: str, *args: Any) -> Any:
@@ -134,7 +140,12 @@ class _MirrorEnvs(ProcgenEnvs):
         return np.asarray(self._env.observe()[1]["rgb"])
 
     def close(self) -> None:
-        self._env.close()
+        if not getattr(self, "_abandoned", False):
+            self._env.close()
+
+    def abandon(self) -> None:
+        super().abandon()
+        self._env.closed = True  # gym3's finaliser closes (joins) only envs not marked closed
 
 
 class _GymEnvs(ProcgenEnvs):
@@ -197,7 +208,8 @@ class _GymEnvs(ProcgenEnvs):
         return np.array(frames)
 
     def close(self) -> None:
-        self._env.close()
+        if not getattr(self, "_abandoned", False):
+            self._env.close()
 
 
 _CLASSES = {"mirror": _MirrorEnvs, "gym": _GymEnvs}

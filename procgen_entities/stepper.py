@@ -203,7 +203,7 @@ class ProcgenStepper:
         self._call_lock = threading.RLock()
         self._forked = True
         for env in self._envs:
-            env.closed = True
+            env.abandon()
 
     # ---- procgen ----
 

@@ -178,9 +178,7 @@ def test_pool_created_before_fork_works_in_the_child() -> None:
         from procgen_entities.parse import game_spec
         from procgen_entities.procgen_envs import make_procgen_env
         env = make_procgen_env("bigfish", 6, rand_seed=2, num_threads=0)
-        ffi = env._ffi
-        get_state = int(ffi.cast("uintptr_t", env._c_lib.get_state))
-        handle = int(ffi.cast("uintptr_t", env._c_env))
+        get_state, handle = env.get_state_address, env.handle
         collector = _collector.StateCollector(game_spec("bigfish"), 6, 4)
         collector.collect(get_state, handle, 6, 0)
         expected = [collector.state_bytes(i) for i in range(6)]
