@@ -32,7 +32,9 @@ def test_every_game_was_trained_for_two_million_steps() -> None:
         assert run.steps[-1] >= 1_990_000 and run.meta["env"] == "fast"
 
 
-AGENT_RUNS = sorted((DOCS / "runs" / "agents").glob("*/metrics.jsonl.gz"))
+AGENT_RUNS = sorted((DOCS / "runs" / "agents").glob("*/metrics.jsonl.gz")) + sorted(
+    (DOCS / "runs" / "policy-ninja").glob("*/metrics.jsonl.gz")
+)
 
 
 @pytest.mark.parametrize("path", AGENT_RUNS, ids=[p.parent.name for p in AGENT_RUNS])
@@ -52,7 +54,9 @@ def test_agent_evaluations_in_the_docs_are_the_checked_in_ones(game: str) -> Non
     assert load_run(DOCS / "runs" / "agents" / game / "metrics.jsonl.gz").steps[-1] >= 2_990_000
 
 
-@pytest.mark.parametrize(("folder", "runs"), [("ablations", 12), ("climber-tilemap", 4)])
+@pytest.mark.parametrize(
+    ("folder", "runs"), [("ablations", 12), ("climber-tilemap", 4), ("policy-ninja", 4)]
+)
 def test_the_ablation_tables_come_from_the_runs(
     folder: str, runs: int, capsys: pytest.CaptureFixture
 ) -> None:

@@ -39,6 +39,7 @@ ABLATIONS: Dict[str, List[str]] = {
     "attention-grid": ["--policy", "attention", "--grid", "--tilemap", "none"],
     "mlp-g999": ["--ppo", "gamma=0.999"],
     "mlp-grid": ["--grid"],  # the MLP recipe plus a CNN over the class image
+    "mlp-grid-g999": ["--grid", "--ppo", "gamma=0.999"],
     # the 2022 entity agent's settings (enn-zoo configs/procgen: RogueNet d_model 16, 2 layers,
     # lr 0.01, entropy 0.05, gamma 0.999) on this package's enn-trainer rollout settings
     "roguenet-2022": [

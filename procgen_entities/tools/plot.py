@@ -42,8 +42,14 @@ class Run:
         tiles = meta.get("tilemap") or "no tilemap"
         levels = (meta.get("env_config") or {}).get("num_levels")
         train_on = f", {levels} levels" if levels else ""
+        # the policy arms of tools/run_ablations.py (older runs record none of these)
+        policy = f", {meta['policy']}" if meta.get("policy") else ""
+        if (meta.get("env_config") or {}).get("grid"):
+            policy += " + grid"
+        if meta.get("policy") and meta.get("gamma", 0.99) != 0.99:
+            policy += f", gamma {meta['gamma']}"
         return (
-            f"{meta.get('game')} ({meta.get('env', 'fast')}, {tiles}{train_on}, "
+            f"{meta.get('game')} ({meta.get('env', 'fast')}, {tiles}{train_on}{policy}, "
             f"seed {meta.get('seed')})"
         )
 
