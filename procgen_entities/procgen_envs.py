@@ -65,14 +65,19 @@ def valid_modes(game: str) -> List[str]:
     return list(get_game(game).modes)
 
 
-def _int_option(name: str, value: Any, low: int, high: int = SEED_LIMIT) -> int:
-    """``value`` as an int in [low, high), or a UsageError naming the option."""
+def _as_int(name: str, value: Any) -> int:
+    """``value`` as a Python int (numpy integers too; not a bool), or a UsageError naming it."""
     if isinstance(value, bool):
         raise UsageError(f"{name} must be an int, got {value!r}")
     try:
-        number = operator.index(value)
+        return operator.index(value)
     except TypeError:
         raise UsageError(f"{name} must be an int, got {value!r}") from None
+
+
+def _int_option(name: str, value: Any, low: int, high: int = SEED_LIMIT) -> int:
+    """``value`` as an int in [low, high), or a UsageError naming the option."""
+    number = _as_int(name, value)
     if not low <= number < high:
         raise UsageError(f"{name} must be in [{low}, {high}), got {number}")
     return number
@@ -172,12 +177,7 @@ def fold_seed(seed: Any) -> int:
     """Any integer seed (a Python int of any size or sign, a numpy integer, SB3's uint32 draws)
     as one of procgen's seeds, in [0, 2**31): itself when it already is one, else a hash of it
     (numpy's SeedSequence, the same on every machine and in every process)."""
-    if isinstance(seed, bool):
-        raise UsageError(f"seed must be an int, got {seed!r}")
-    try:
-        number = operator.index(seed)
-    except TypeError:
-        raise UsageError(f"seed must be an int, got {seed!r}") from None
+    number = _as_int("seed", seed)
     if 0 <= number < SEED_LIMIT:
         return number
     import numpy as np

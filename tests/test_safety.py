@@ -255,7 +255,7 @@ def test_episode_statistics_restart_with_set_states() -> None:
             if terminated[0] or truncated[0]:
                 break
         assert truncated[0] and step == 950
-        assert info["episode"]["l"][0] == 950 and info["episode"]["r"][0] == 0.0
+        assert info["episode_stats"]["l"][0] == 950 and info["episode_stats"]["r"][0] == 0.0
 
 
 # ---- actions ----

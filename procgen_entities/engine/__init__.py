@@ -135,14 +135,21 @@ _SELF_CHECKS: Dict[Tuple[Any, ...], Optional[str]] = {}
 SELF_CHECK_ENVS, SELF_CHECK_STEPS = 4, 40
 
 
-def _with_timeouts(state: bytes, timeout: int) -> bytes:
-    """``state`` with its episode step limit set to ``timeout`` (docs/state-format.md: the step
-    block after the two RNG texts, timeout at +16), so the check crosses episode ends."""
+def _second_rng_text(state: bytes) -> Tuple[int, int]:
+    """(offset, length) of a state's second RNG text (docs/state-format.md: after the game
+    name and the first RNG text)."""
     (name_len,) = struct.unpack_from("<i", state, 4)
     r1_at = 80 + name_len
     (r1,) = struct.unpack_from("<i", state, r1_at)
     r2_at = r1_at + 4 + r1 + 4
     (r2,) = struct.unpack_from("<i", state, r2_at)
+    return r2_at, r2
+
+
+def _with_timeouts(state: bytes, timeout: int) -> bytes:
+    """``state`` with its episode step limit set to ``timeout`` (docs/state-format.md: the step
+    block after the two RNG texts, timeout at +16), so the check crosses episode ends."""
+    r2_at, r2 = _second_rng_text(state)
     at = r2_at + 4 + r2 + 16
     return state[:at] + struct.pack("<i", timeout) + state[at + 4 :]
 
@@ -240,8 +247,7 @@ def without_rng_texts(state: bytes) -> bytes:
     (name_len,) = struct.unpack_from("<i", state, 4)
     r1_at = 80 + name_len
     (r1,) = struct.unpack_from("<i", state, r1_at)
-    r2_at = r1_at + 4 + r1 + 4
-    (r2,) = struct.unpack_from("<i", state, r2_at)
+    r2_at, r2 = _second_rng_text(state)
     base = r2_at + 4 + r2 + 60
     (n_entities,) = struct.unpack_from("<i", state, base + 4)
     r3_at = base + 8 + 124 * n_entities + 80

@@ -179,43 +179,37 @@ class MlpPolicy:
 
 #: normalizer.npz of a dict-observation policy (gymnasium/sb3.py's extractors).
 DICT_NORMALIZER_FILE = "normalizer-dict.npz"
-_SCALARS = ("ret_mean", "ret_var", "ret_count", "clip_obs", "clip_reward", "epsilon", "gamma")
 
 
 @dataclass
 class DictNormalizer:
     """SB3 VecNormalize's statistics for dict observations: per normalised key its mean,
     variance and count (keys it does not normalise, such as masks and the class image, pass
-    through), then the return statistics; ``norm_obs=False`` keeps only the latter."""
+    through); ``base`` holds the return statistics and the settings (its own observation
+    arrays are empty); ``base.norm_obs=False`` keeps only the return statistics."""
 
     means: Dict[str, np.ndarray]
     variances: Dict[str, np.ndarray]
     counts: Dict[str, float]
-    ret_mean: float = 0.0
-    ret_var: float = 1.0
-    ret_count: float = 1e-4
-    clip_obs: float = 10.0
-    clip_reward: float = 10.0
-    epsilon: float = 1e-8
-    gamma: float = 0.99
-    norm_obs: bool = True
-    norm_reward: bool = True
+    base: Normalizer
+
+    def __getattr__(self, name: str) -> Any:  # gamma, clip_obs, norm_reward, ... of ``base``
+        if name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)
 
     def __call__(self, obs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        if not self.norm_obs:
+        base = self.base
+        if not base.norm_obs:
             return obs
         out = dict(obs)
         for key, mean in self.means.items():
-            scaled = (obs[key] - mean) / np.sqrt(self.variances[key] + self.epsilon)
-            out[key] = np.clip(scaled, -self.clip_obs, self.clip_obs).astype(np.float32)
+            scaled = (obs[key] - mean) / np.sqrt(self.variances[key] + base.epsilon)
+            out[key] = np.clip(scaled, -base.clip_obs, base.clip_obs).astype(np.float32)
         return out
 
     def save(self, path: Path) -> None:
-        arrays: Dict[str, np.ndarray] = {k: np.asarray(getattr(self, k)) for k in _SCALARS}
-        arrays["norm_obs"], arrays["norm_reward"] = (
-            np.asarray(self.norm_obs),
-            np.asarray(self.norm_reward),
-        )
+        arrays = self.base.arrays()
         for key in self.means:
             arrays[f"mean:{key}"] = self.means[key]
             arrays[f"var:{key}"] = self.variances[key]
@@ -224,7 +218,8 @@ class DictNormalizer:
 
     @classmethod
     def load(cls, path: Path) -> "DictNormalizer":
-        a = read_npz(path, (*_SCALARS, "norm_obs", "norm_reward"))
+        base = Normalizer.load(path)
+        a = read_npz(path)
         keys = [name[5:] for name in a if name.startswith("mean:")]
         missing = [k for k in keys if f"var:{k}" not in a or f"count:{k}" not in a]
         if missing:
@@ -233,27 +228,32 @@ class DictNormalizer:
             means={k: a[f"mean:{k}"].astype(np.float64) for k in keys},
             variances={k: a[f"var:{k}"].astype(np.float64) for k in keys},
             counts={k: float(a[f"count:{k}"]) for k in keys},
-            **{k: float(a[k]) for k in _SCALARS},
-            norm_obs=bool(a["norm_obs"]), norm_reward=bool(a["norm_reward"]),
-        )  # fmt: skip
+            base=base,
+        )
 
     @classmethod
     def from_vec_normalize(cls, vn: Any) -> "DictNormalizer":
         rms = vn.obs_rms if (vn.norm_obs and isinstance(vn.obs_rms, dict)) else {}
+        empty = np.zeros(0, dtype=np.float64)
+        base = Normalizer(
+            obs_mean=empty, obs_var=empty, obs_count=0.0, ret_mean=float(vn.ret_rms.mean),
+            ret_var=float(vn.ret_rms.var), ret_count=float(vn.ret_rms.count),
+            clip_obs=float(vn.clip_obs), clip_reward=float(vn.clip_reward),
+            epsilon=float(vn.epsilon), gamma=float(vn.gamma), norm_obs=bool(vn.norm_obs),
+            norm_reward=bool(vn.norm_reward),
+        )  # fmt: skip
         return cls(
             means={k: np.asarray(r.mean, np.float64) for k, r in rms.items()},
             variances={k: np.asarray(r.var, np.float64) for k, r in rms.items()},
             counts={k: float(r.count) for k, r in rms.items()},
-            ret_mean=float(vn.ret_rms.mean), ret_var=float(vn.ret_rms.var),
-            ret_count=float(vn.ret_rms.count), clip_obs=float(vn.clip_obs),
-            clip_reward=float(vn.clip_reward), epsilon=float(vn.epsilon), gamma=float(vn.gamma),
-            norm_obs=bool(vn.norm_obs), norm_reward=bool(vn.norm_reward),
-        )  # fmt: skip
+            base=base,
+        )
 
     def apply_to(self, vn: Any) -> None:
         """Set an SB3 VecNormalize's statistics to these (resuming a run)."""
         for key, mean in self.means.items():
             rms = vn.obs_rms[key]
             rms.mean, rms.var, rms.count = mean.copy(), self.variances[key].copy(), self.counts[key]
-        vn.ret_rms.mean, vn.ret_rms.var = np.float64(self.ret_mean), np.float64(self.ret_var)
-        vn.ret_rms.count = self.ret_count
+        vn.ret_rms.mean = np.float64(self.base.ret_mean)
+        vn.ret_rms.var = np.float64(self.base.ret_var)
+        vn.ret_rms.count = self.base.ret_count
