@@ -12,10 +12,13 @@ the environment variable ``PROCGEN_ENTITIES_BACKEND`` (``mirror`` or ``gym``).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import importlib.util
+import io
 import os
+import sys
 from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
@@ -104,7 +107,8 @@ class _MirrorEnvs(ProcgenEnvs):
     backend = "mirror"
 
     def __init__(self, game: str, num: int, options: Dict[str, Any]) -> None:
-        from procgen import ProcgenGym3Env  # imported lazily: it prints gym's notice on import
+        _quiet_import("procgen")
+        from procgen import ProcgenGym3Env
 
         self._env = ProcgenGym3Env(num=num, env_name=game, **options)
         self.num = num
@@ -242,9 +246,30 @@ def backend_name() -> str:
     )
 
 
+def _quiet_import(name: str) -> Any:
+    """Import ``name`` without old gym's "unmaintained since 2022" notice, which procgen-mirror's
+    gym3 triggers (gym prints it to stderr on import; this package never uses gym); anything
+    else the import prints goes through."""
+    if name in sys.modules:
+        return sys.modules[name]
+    captured = io.StringIO()
+    with contextlib.redirect_stderr(captured):
+        module = importlib.import_module(name)
+    text = captured.getvalue()
+    try:
+        from gym_notices.notices import notices
+
+        for notice in notices.values():
+            text = text.replace(notice + "\n", "")
+    except Exception:  # noqa: S110  (no gym_notices: nothing to drop)
+        pass
+    sys.stderr.write(text)
+    return module
+
+
 def import_backend() -> Any:
-    """Import the backend's module now (procgen-mirror's import prints gym's notice)."""
-    return importlib.import_module(BACKENDS[backend_name()])
+    """Import the backend's module now (without gym's notice, see _quiet_import)."""
+    return _quiet_import(BACKENDS[backend_name()])
 
 
 def make_envs(game: str, num: int, **options: Any) -> ProcgenEnvs:
