@@ -19,7 +19,6 @@ import pytest
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
 import procgen_entities.gymnasium  # noqa: F401  (registers procgen_entities/<game>-v0)
-from procgen_entities import procgen_envs
 from procgen_entities.engine import EngineUnavailable
 from procgen_entities.gymnasium import EntityVectorEnv
 
@@ -186,10 +185,6 @@ def test_entity_gym_act_takes_a_numpy_action() -> None:
         assert np.array_equal(results[0][key], results[1][key]), key
 
 
-@pytest.mark.skipif(
-    not hasattr(procgen_envs, "fold_seed"),
-    reason="seeds >= 2**31 are folded into procgen's range by the stepper (fold_seed, issue 21)",
-)
 def test_sb3_make_vec_env_without_a_seed_works_every_time() -> None:
     """SB3 draws uint32 seeds (``np.random.randint(2**32 - 1)``); every one must work."""
     pytest.importorskip("stable_baselines3")
