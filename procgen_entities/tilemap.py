@@ -297,11 +297,19 @@ class CameraConverter:
         """``convert`` for the states in a StateCollector: the windows of their cameras
         (``camera``: center_x, center_y, view_dim per state), only the rows they cover copied
         into ``grid`` [n, H, W] (a 13-row window of coinrun's 64-row grid)."""
+        self.read_windows(collector, grid, camera)
+        return self.convert(grid)
+
+    def read_windows(
+        self, collector: Any, grid: np.ndarray, camera: Mapping[str, np.ndarray]
+    ) -> None:
+        """Place the windows of the collector's states' cameras (``set_cameras``) and copy only
+        the grid rows they cover into ``grid`` [n, H, W]: what ``convert`` and
+        ``class_images`` then read."""
         crops = self.set_cameras(camera["center_x"], camera["center_y"], camera["view_dim"])
         collector.fill_grid_rows(
             np.ascontiguousarray(crops[:, 1]), np.ascontiguousarray(crops[:, 3]), grid
         )
-        return self.convert(grid)
 
 
 def _crops(

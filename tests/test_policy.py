@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("stable_baselines3")
 
 from procgen_entities.gymnasium import EntityVectorEnv  # noqa: E402
-from procgen_entities.gymnasium.policy import EntityEncoder, encoder_shapes  # noqa: E402
+from procgen_entities.gymnasium.policy import EntityEncoder, encoder_inputs  # noqa: E402
 
 pytestmark = pytest.mark.live
 
@@ -31,9 +31,7 @@ def _obs(game: str = "coinrun", n: int = 6, steps: int = 30, **kwargs):  # type:
 
 
 def _encoder(space, **kwargs):  # type: ignore[no-untyped-def]
-    shapes = {k: tuple(v.shape) for k, v in space.spaces.items()}
-    types, n_globals, size = encoder_shapes(shapes)
-    grid = (int(space.spaces["grid"].high.max()) + 1, size) if size else None
+    types, n_globals, grid = encoder_inputs(space)
     torch.manual_seed(0)
     return EntityEncoder(types, n_globals, grid=grid, **kwargs).eval()
 

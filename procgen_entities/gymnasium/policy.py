@@ -22,15 +22,14 @@ no statistics besides its weights. ``sb3.EntityExtractor`` wraps it for Stable-B
 
 from __future__ import annotations
 
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import torch
 from torch import nn
 
-__all__ = ["EntityEncoder", "FlatGridEncoder", "GridEncoder", "symlog"]
+from procgen_entities.gymnasium.observation import GLOBAL_KEY, GRID_KEY
 
-GLOBAL_KEY = "global"
-GRID_KEY = "grid"
+__all__ = ["EntityEncoder", "FlatGridEncoder", "GridEncoder", "symlog"]
 
 
 def symlog(x: torch.Tensor) -> torch.Tensor:
@@ -160,14 +159,18 @@ class FlatGridEncoder(nn.Module):
         return torch.cat(parts, dim=1)
 
 
-def encoder_shapes(
-    spaces: Mapping[str, Tuple[int, ...]],
-) -> Tuple[Dict[str, Tuple[int, int]], int, Optional[int]]:
-    """(entity type -> (cap, F), G, S or None) from the dict observation's per-key shapes."""
+def encoder_inputs(
+    space: Any,
+) -> Tuple[Dict[str, Tuple[int, int]], int, Optional[Tuple[int, int]]]:
+    """(entity type -> (cap, F), G, (values, S) of the class image or None) of
+    EntityVectorEnv's single dict observation space: the encoders' constructor arguments."""
+    shapes = {key: tuple(box.shape or ()) for key, box in space.spaces.items()}
     types = {
         key: (int(shape[0]), int(shape[1]))
-        for key, shape in spaces.items()
+        for key, shape in shapes.items()
         if key not in (GLOBAL_KEY, GRID_KEY) and not key.endswith("_mask")
     }
-    grid = spaces.get(GRID_KEY)
-    return types, int(spaces[GLOBAL_KEY][0]), (int(grid[0]) if grid is not None else None)
+    grid = None
+    if GRID_KEY in shapes:  # uint8 class ids 0..high: high + 1 values
+        grid = (int(space.spaces[GRID_KEY].high.max()) + 1, int(shapes[GRID_KEY][0]))
+    return types, int(shapes[GLOBAL_KEY][0]), grid

@@ -21,7 +21,8 @@ from gymnasium.vector import AutoresetMode
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.vec_env import VecEnv
 
-from procgen_entities.gymnasium.policy import EntityEncoder, FlatGridEncoder, encoder_shapes
+from procgen_entities.gymnasium.observation import GRID_KEY
+from procgen_entities.gymnasium.policy import EntityEncoder, FlatGridEncoder, encoder_inputs
 from procgen_entities.gymnasium.vector import EntityVectorEnv
 
 __all__ = ["EntityExtractor", "FlatGridExtractor", "SB3VecEnv", "normalized_keys"]
@@ -97,16 +98,10 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc]
         return [indices] if isinstance(indices, int) else list(indices)
 
 
-def _grid_values(observation_space: spaces.Dict) -> int:
-    image = observation_space.spaces["grid"]
-    assert isinstance(image, spaces.Box)
-    return int(image.high.max()) + 1
-
-
 def normalized_keys(observation_space: spaces.Dict) -> List[str]:
     """The dict form's keys VecNormalize may normalise: slot values and globals (not the
     masks, not the class image)."""
-    return [k for k in observation_space.spaces if not k.endswith("_mask") and k != "grid"]
+    return [k for k in observation_space.spaces if not k.endswith("_mask") and k != GRID_KEY]
 
 
 class FlatGridExtractor(BaseFeaturesExtractor):  # type: ignore[misc]
@@ -115,12 +110,10 @@ class FlatGridExtractor(BaseFeaturesExtractor):  # type: ignore[misc]
     ``VecNormalize(env, norm_obs_keys=normalized_keys(space))``)."""
 
     def __init__(self, observation_space: spaces.Dict, grid_dim: int = 64) -> None:
-        shapes = {key: tuple(space.shape or ()) for key, space in observation_space.spaces.items()}
-        types, n_globals, size = encoder_shapes(shapes)
-        if size is None:
+        types, n_globals, grid = encoder_inputs(observation_space)
+        if grid is None:
             raise ValueError("FlatGridExtractor needs EntityVectorEnv(..., grid=True)")
-        net = FlatGridEncoder(types, n_globals, (_grid_values(observation_space), size),
-                              grid_dim=grid_dim)  # fmt: skip
+        net = FlatGridEncoder(types, n_globals, grid, grid_dim=grid_dim)
         super().__init__(observation_space, net.out_dim)
         self.net = net
 
@@ -134,9 +127,7 @@ class EntityExtractor(BaseFeaturesExtractor):  # type: ignore[misc]
     go to EntityEncoder (d_model, n_heads, n_layers, grid_dim)."""
 
     def __init__(self, observation_space: spaces.Dict, **encoder: Any) -> None:
-        shapes = {key: tuple(space.shape or ()) for key, space in observation_space.spaces.items()}
-        types, n_globals, size = encoder_shapes(shapes)
-        grid = (_grid_values(observation_space), size) if size is not None else None
+        types, n_globals, grid = encoder_inputs(observation_space)
         net = EntityEncoder(types, n_globals, grid=grid, **encoder)
         super().__init__(observation_space, net.out_dim)
         self.net = net

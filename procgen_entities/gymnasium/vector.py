@@ -111,6 +111,8 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         stats_key: str = "episode_stats",
         **options: Any,
     ) -> None:
+        if grid and not get_game(game).has_tilemap:
+            raise UsageError(f"grid=True: {game} has no tiles (an entity-only game)")
         mode = AutoresetMode(autoreset_mode)
         self.autoreset_mode = mode
         self.stats_key = stats_key
@@ -142,9 +144,6 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         window = int(np.ceil(self._stepper.step_values().scalars["view_dim"].max()))
         tiles = tile_caps(tilemap, list(tile_entities), window, DEFAULT_CHUNK)
         caps = resolve_caps(self.game, self._space, max_entities, tiles)
-        if grid and not self.game.has_tilemap:
-            self._stepper.close()
-            raise UsageError(f"grid=True: {self.game.name} has no tiles (an entity-only game)")
         self._layout = PaddedObservation(self._space, caps, num_envs, window if grid else 0)
         self._plan = EntityPlan(self.game, self._space, self._space, window=entity_window)
         self._tiles = CameraConverter(self.game.name, tilemap, num_envs) if tilemap else None
@@ -221,28 +220,26 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         """New envs; ``seed`` seeds procgen's level sampling (the same seed, the same levels).
         ``options={"reset_mask": mask}`` (bool [num_envs], headless engine): only the masked envs
         start their next episode, the others keep theirs (not stepped)."""
-        mask = (options or {}).get("reset_mask")
-        if mask is not None:
-            return self._reset_some(mask, seed)
-        self._stepper.restart(seed)
-        self._returns[:] = 0.0
-        self._lengths[:] = 0
+        given = (options or {}).get("reset_mask")
+        reset: Any = slice(None)  # the envs whose episode statistics restart
+        if given is None:
+            self._stepper.restart(seed)
+        else:
+            reset = self._reset_mask(given, seed)
+            self._stepper.reset_envs(reset)
+        self._returns[reset] = 0.0
+        self._lengths[reset] = 0
         obs, dropped = self._observe(self._stepper._collector)
         return obs, self._info(dropped)
 
-    @locked
-    def _reset_some(self, mask: Any, seed: Optional[int]) -> Tuple[Any, Dict[str, Any]]:
+    def _reset_mask(self, mask: Any, seed: Optional[int]) -> npt.NDArray[np.bool_]:
         mask = np.asarray(mask)
         if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
             raise ValueError(f"reset_mask must be a bool array of shape ({self.num_envs},), got "
                              f"{mask.dtype} {mask.shape}")  # fmt: skip
         if seed is not None:
             raise ValueError("procgen seeds all envs together: reset(seed=...) without reset_mask")
-        self._stepper.reset_envs(mask)
-        self._returns[mask] = 0.0
-        self._lengths[mask] = 0
-        obs, dropped = self._observe(self._stepper._collector)
-        return obs, self._info(dropped)
+        return mask
 
     @locked
     def step(
@@ -353,13 +350,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         assert self._images is not None
         grid = self._grid_buffer()
         if self._tiles is None:
-            camera = values.scalars
-            crops = self._images.set_cameras(
-                camera["center_x"], camera["center_y"], camera["view_dim"]
-            )
-            collector.fill_grid_rows(
-                np.ascontiguousarray(crops[:, 1]), np.ascontiguousarray(crops[:, 3]), grid
-            )
+            self._images.read_windows(collector, grid, values.scalars)
         self._images.class_images(grid, out)
 
     def _pad_tiles(

@@ -33,7 +33,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -58,6 +58,7 @@ __all__ = [
     "load_normalizer",
     "load_policy",
     "make_env",
+    "policy_kwargs_of",
     "read_spec",
     "save_sb3",
     "torch_logits",
@@ -324,6 +325,24 @@ def _numpy_state(folder: Path) -> Dict[str, np.ndarray]:
         raise CheckpointError(str(exc)) from None
 
 
+def policy_kwargs_of(spec: Dict[str, Any]) -> Tuple[str, Dict[str, Any]]:
+    """(SB3's policy name, its policy_kwargs) that build the network ``policy.json`` describes:
+    for evaluation (build_sb3_policy) and for resuming a run (tools/sb3_ppo.py)."""
+    kwargs: Dict[str, Any] = dict(
+        net_arch=spec["net_arch"],
+        activation_fn=_torch_activations()[spec["activation"]],
+        ortho_init=bool(spec.get("ortho_init", True)),
+        share_features_extractor=bool(spec.get("share_features_extractor", True)),
+    )
+    if spec["format"] != MULTI_SPEC_FORMAT:
+        return "MlpPolicy", kwargs
+    from procgen_entities.gymnasium import sb3
+
+    kwargs["features_extractor_class"] = getattr(sb3, spec["extractor"])
+    kwargs["features_extractor_kwargs"] = dict(spec.get("extractor_kwargs") or {})
+    return "MultiInputPolicy", kwargs
+
+
 def build_sb3_policy(
     spec: Dict[str, Any], state: Dict[str, Any], observation_space: Any = None
 ) -> Any:
@@ -332,26 +351,15 @@ def build_sb3_policy(
     from gymnasium import spaces
     from stable_baselines3.common.policies import ActorCriticPolicy, MultiInputActorCriticPolicy
 
-    common = dict(
-        net_arch=spec["net_arch"],
-        activation_fn=_torch_activations()[spec["activation"]],
-        ortho_init=bool(spec.get("ortho_init", True)),
-        share_features_extractor=bool(spec.get("share_features_extractor", True)),
-    )
+    name, kwargs = policy_kwargs_of(spec)
     actions: Any = spaces.Discrete(int(spec["actions"]))
     policy: Any
-    if spec["format"] == MULTI_SPEC_FORMAT:
-        from procgen_entities.gymnasium import sb3
-
-        policy = MultiInputActorCriticPolicy(
-            observation_space, actions, lambda _: 0.0,
-            features_extractor_class=getattr(sb3, spec["extractor"]),
-            features_extractor_kwargs=dict(spec.get("extractor_kwargs") or {}), **common,
-        )  # fmt: skip
+    if name == "MultiInputPolicy":
+        policy = MultiInputActorCriticPolicy(observation_space, actions, lambda _: 0.0, **kwargs)
     else:
         size = int(spec["observation_size"])
         box = spaces.Box(-np.inf, np.inf, (size,), np.float32)
-        policy = ActorCriticPolicy(box, actions, lambda _: 0.0, **common)
+        policy = ActorCriticPolicy(box, actions, lambda _: 0.0, **kwargs)
     try:
         policy.load_state_dict(state)
     except RuntimeError as exc:

@@ -32,7 +32,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, NoReturn, Optional
+from typing import Any, Dict, List, NoReturn, Optional, Tuple
 
 from procgen_entities.games import Game, get_game
 from procgen_entities.tools.checkpoint import (
@@ -262,6 +262,23 @@ def _normalized(env: Any, resume: Optional[Path], gamma: float, attention: bool,
     return wrapped
 
 
+def _new_policy(attention: bool, flat_grid: bool, net: str,
+                args: argparse.Namespace) -> Tuple[str, Dict[str, Any]]:  # fmt: skip
+    """(SB3's policy name, policy_kwargs) of a new run: the MLP on the flat form, or the dict
+    form with the entity encoder (attention) or the flat input plus a CNN over the grid."""
+    kwargs: Dict[str, Any] = {"net_arch": [int(x) for x in net.split(",")]}
+    if attention:
+        from procgen_entities.gymnasium.sb3 import EntityExtractor
+
+        kwargs["features_extractor_class"] = EntityExtractor
+        kwargs["features_extractor_kwargs"] = {"d_model": args.d_model, "n_layers": args.layers}
+    elif flat_grid:
+        from procgen_entities.gymnasium.sb3 import FlatGridExtractor
+
+        kwargs["features_extractor_class"] = FlatGridExtractor
+    return ("MultiInputPolicy" if attention or flat_grid else "MlpPolicy"), kwargs
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = _parse_args(argv)
     # The folder to resume is checked first: its errors come before the imports' output.
@@ -270,7 +287,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     from stable_baselines3 import PPO
 
     from procgen_entities.gymnasium.sb3 import SB3VecEnv
-    from procgen_entities.tools.checkpoint import _torch_activations, _torch_state
+    from procgen_entities.tools.checkpoint import _torch_state, policy_kwargs_of
     from procgen_entities.tools.numpy_policy import DictNormalizer, Normalizer
 
     torch.set_num_threads(1)  # while the env's pool steps (see _Metrics for the updates)
@@ -296,17 +313,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         args.steps, args.envs, args.eval_episodes = done + 2 * 8 * 16, 8, 16
         hyper.update(n_steps=16, batch_size=128)
     r_min, r_max = get_game(args.game).return_range or (0.0, 10.0)
-    if resume is not None:  # the run's own policy, whatever the flags say
-        previous = checkpoint.trainer
-        args.policy = previous.get("policy", "mlp")
-        args.d_model = previous.get("d_model", args.d_model)
-        args.layers = previous.get("layers", args.layers)
+    if spec is not None:  # the run's own network (policy.json), whatever the flags say
+        kind, policy_kwargs = policy_kwargs_of(spec)
+        extractor = spec.get("extractor_kwargs") or {}
+        args.policy = "attention" if spec.get("extractor") == "EntityExtractor" else "mlp"
+        args.d_model = extractor.get("d_model", args.d_model)
+        args.layers = extractor.get("n_layers", args.layers)
         _truncate_metrics(out / "metrics.jsonl", done)
     attention = args.policy == "attention"
     flat_grid = not attention and config.grid  # the MLP recipe plus a CNN over the image
     dict_form = attention or flat_grid
-    default_net = "256" if attention else "256,256"
-    net: Any = spec["net_arch"] if spec else [int(x) for x in (args.net or default_net).split(",")]
+    if spec is None:
+        default = "256" if attention else "256,256"
+        kind, policy_kwargs = _new_policy(attention, flat_grid, args.net or default, args)
+    net = policy_kwargs["net_arch"]
     name = ("MultiInputPolicy + EntityExtractor" if attention
             else "MultiInputPolicy + FlatGridExtractor" if flat_grid else "MlpPolicy")  # fmt: skip
     checkpoint.trainer = {"trainer": f"stable-baselines3 PPO {name}", "seed": args.seed,
@@ -341,20 +361,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     metrics.train_threads = args.train_threads or len(os.sched_getaffinity(0))
     start, end = schedule
     coef = start + (end - start) * min(1.0, done / max(args.steps, 1))
-    policy_kwargs: Dict[str, Any] = {"net_arch": net}
-    if spec:
-        policy_kwargs["activation_fn"] = _torch_activations()[spec["activation"]]
-    if attention:
-        from procgen_entities.gymnasium.sb3 import EntityExtractor
-
-        policy_kwargs["features_extractor_class"] = EntityExtractor
-        policy_kwargs["features_extractor_kwargs"] = {"d_model": args.d_model,
-                                                      "n_layers": args.layers}  # fmt: skip
-    elif flat_grid:
-        from procgen_entities.gymnasium.sb3 import FlatGridExtractor
-
-        policy_kwargs["features_extractor_class"] = FlatGridExtractor
-    kind = "MultiInputPolicy" if dict_form else "MlpPolicy"
     model = PPO(kind, env, seed=args.seed, verbose=0, device="cpu", ent_coef=coef,
                 policy_kwargs=policy_kwargs, **hyper)  # fmt: skip
     if args.resume:
