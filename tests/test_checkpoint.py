@@ -304,3 +304,41 @@ def test_resume_with_trust_pickle_converts_then_trains(tmp_path: Path) -> None:
     assert (folder / "policy.json").exists() and (folder / "policy.pth").exists()  # kept
     steps = Checkpoint.load(REPO / "checkpoints" / "coinrun").steps
     assert Checkpoint.load(out / "checkpoint").steps == steps + 256
+
+
+@pytest.mark.live
+def test_the_converter_handles_dict_observation_policies(tmp_path: Path) -> None:
+    """An old pickled folder of a dict-form SB3 policy (sb3_ppo --grid: FlatGridExtractor and
+    per-key VecNormalize statistics) converts to the same data files the run wrote itself."""
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from procgen_entities.gymnasium.sb3 import SB3VecEnv, normalized_keys
+    from procgen_entities.tools.checkpoint import _torch_state, build_sb3_policy, convert, read_spec
+    from procgen_entities.tools.numpy_policy import DictNormalizer
+
+    run = [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", "ninja", "--grid", "--smoke",
+           "--out", str(tmp_path / "run")]  # fmt: skip
+    proc = subprocess.run(run, capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    source = tmp_path / "run" / "checkpoint"
+    folder = _copy(source, tmp_path / "old", ["env.json"])
+    env = make_env(Checkpoint.load(source).env, 1, 0, flatten=False)
+    space = env.single_observation_space
+    policy = build_sb3_policy(read_spec(source), _torch_state(source), space)
+    policy.save(str(folder / "policy.pth"))
+    stats = DictNormalizer.load(source / "normalizer-dict.npz")
+    venv = VecNormalize(SB3VecEnv(env), gamma=stats.gamma, norm_obs_keys=normalized_keys(space))
+    stats.apply_to(venv)
+    venv.save(str(folder / "vecnormalize.pkl"))
+    venv.close()
+    written = convert(folder)
+    assert "normalizer-dict.npz" in written
+    for name in ("policy.npz", "normalizer-dict.npz"):
+        mine, theirs = read_npz(folder / name), read_npz(source / name)
+        assert set(mine) == set(theirs)
+        for key in mine:
+            np.testing.assert_array_equal(mine[key], theirs[key])
+    assert json.loads((folder / "policy.json").read_text()) == json.loads(
+        (source / "policy.json").read_text()
+    )

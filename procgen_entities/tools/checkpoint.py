@@ -479,25 +479,32 @@ def convert(folder: Path, *, remove_pickles: bool = False) -> List[str]:
     """Convert an old checkpoint folder (pickles) to the data format, check the result gives the
     same logits and normalised observations, and return the files written. Unpickles the
     folder's files: call it only on folders whose source you trust."""
+    from procgen_entities.tools.enn_policy import ENN_FOLDER
+
     folder = Path(folder)
     checkpoint = Checkpoint.load(folder)
-    if wants_dict_observation(folder):
+    if (folder / ENN_FOLDER).is_dir():
         raise CheckpointError(f"{folder} is an enn-trainer checkpoint (not converted)")
     if not any((folder / name).exists() for name in PICKLED_FILES[1:]):
         raise CheckpointError(f"{folder} has no policy.pth or model.zip to convert")
     policy, stats, optimizer = _load_pickled(folder)
+    # an SB3 policy over the dict form (the grid, the entity encoder) keeps per-key statistics
+    dict_form = wants_dict_observation(folder)
     normalizer = None
     if checkpoint.normalize:
         if stats is None:
             raise CheckpointError(f"{folder}: env.json says normalised, but no vecnormalize.pkl")
-        normalizer = Normalizer.from_vec_normalize(stats)
+        normalizer = (DictNormalizer if dict_form else Normalizer).from_vec_normalize(stats)
     save_sb3(folder, policy, normalizer, optimizer=optimizer is not None)
-    _check_conversion(folder, policy, stats)
+    # the observation statistics are compared only where the checkpoint normalises with them
+    checked = stats if normalizer is not None else None
+    (_check_dict_conversion if dict_form else _check_conversion)(folder, policy, checked)
     if remove_pickles:
         for name in PICKLED_FILES:
             (folder / name).unlink(missing_ok=True)
     written = [POLICY_SPEC, POLICY_TORCH, POLICY_NUMPY]
-    written += [NORMALIZER_FILE] * (normalizer is not None) + [OPTIMIZER] * (optimizer is not None)
+    written += [DICT_NORMALIZER_FILE if dict_form else NORMALIZER_FILE] * (normalizer is not None)
+    written += [OPTIMIZER] * (optimizer is not None)
     return written
 
 
@@ -520,6 +527,30 @@ def _check_conversion(folder: Path, policy: Any, stats: Any) -> None:
     if not np.array_equal(reference, rebuilt) or not np.allclose(
         numpy_logits, reference, atol=1e-5
     ):
+        raise CheckpointError(f"{folder}: the converted policy's logits differ from the pickle's")
+
+
+def _check_dict_conversion(folder: Path, policy: Any, stats: Any) -> None:
+    """The dict form's converted files against the pickled objects, on observations drawn from
+    the policy's own observation space (slots, masks and the class image alike)."""
+    import torch
+
+    space = policy.observation_space
+    space.seed(0)
+    draws = [space.sample() for _ in range(256)]
+    obs = {key: np.stack([d[key] for d in draws]) for key in space.spaces}
+    if stats is not None:
+        mine = load_normalizer(folder)(obs)
+        theirs = stats.normalize_obs(obs)
+        if any(not np.array_equal(mine[k], np.asarray(theirs[k], mine[k].dtype)) for k in obs):
+            raise CheckpointError(f"{folder}: the converted normaliser differs from the pickle")
+        obs = mine
+    rebuilt = build_sb3_policy(read_spec(folder), _torch_state(folder), space)
+    with torch.no_grad():
+        tensors = policy.obs_to_tensor(obs)[0]
+        reference = policy.get_distribution(tensors).distribution.logits
+        mine_logits = rebuilt.get_distribution(tensors).distribution.logits
+    if not torch.equal(reference, mine_logits):
         raise CheckpointError(f"{folder}: the converted policy's logits differ from the pickle's")
 
 

@@ -7,7 +7,9 @@ Each RUN_DIR holds ``metrics.jsonl`` (or ``.jsonl.gz``; written by tools/sb3_ppo
 training columns only). Prints a Markdown table:
 per run the env steps, the completion rate of the last 10% of training episodes (sampled
 actions), and the greedy evaluation (completion and return with 95% intervals, episode ends).
-``--group`` averages runs whose folder names differ only in a trailing ``-s<seed>``.
+``--group`` averages runs whose folder names differ only in a trailing ``-s<seed>``; where the
+runs also hold ``evaluation-sampled.json`` (``evaluate --sampled --json``), the grouped table
+adds the sampled evaluation (the metric the anchors' training returns compare with).
 """
 
 from __future__ import annotations
@@ -43,10 +45,12 @@ def run_summary(folder: Path) -> Dict[str, Any]:
         "steps": run.last_step,
         "train_completion": float(np.mean(tail == 1.0)),
     }
+    if (folder / "evaluation-sampled.json").exists():
+        sampled = _checkpoint_row(folder / "evaluation-sampled.json")
+        summary.update(sampled_completion=sampled["completion"], sampled_return=sampled["return"])
     if not (folder / "evaluation.json").exists():  # e.g. enn-trainer runs: training only
         return summary
-    evaluation = json.loads((folder / "evaluation.json").read_text())
-    mine = next(v for k, v in evaluation.items() if k.startswith("checkpoint"))
+    mine = _checkpoint_row(folder / "evaluation.json")
     r_min, r_max = get_game(run.meta["game"]).return_range or (0.0, 1.0)
     summary.update(
         normalised=(mine["return"] - r_min) / (r_max - r_min),
@@ -54,6 +58,12 @@ def run_summary(folder: Path) -> Dict[str, Any]:
         episodes=mine["episodes"], ends=mine["ends"], **{"return": mine["return"]},
     )  # fmt: skip
     return summary
+
+
+def _checkpoint_row(path: Path) -> Dict[str, Any]:
+    """The checkpoint's entry of an ``evaluate --json`` table (the others are baselines)."""
+    evaluation = json.loads(path.read_text())
+    return next(v for k, v in evaluation.items() if k.startswith("checkpoint"))  # type: ignore[no-any-return]
 
 
 def _row(s: Dict[str, Any]) -> str:
@@ -68,7 +78,16 @@ def _row(s: Dict[str, Any]) -> str:
     )
 
 
-def _grouped(summaries: List[Dict[str, Any]]) -> List[str]:
+def _sampled_cells(runs: List[Dict[str, Any]]) -> str:
+    rates = [r["sampled_completion"] for r in runs if "sampled_completion" in r]
+    if len(rates) < len(runs):
+        return " | |"
+    returns = [r["sampled_return"] for r in runs]
+    per_seed = ", ".join(f"{100 * x:.1f}" for x in rates)
+    return f" {100 * np.mean(rates):.1f}% ({per_seed}) | {np.mean(returns):.2f} |"
+
+
+def _grouped(summaries: List[Dict[str, Any]], sampled: bool) -> List[str]:
     groups: Dict[str, List[Dict[str, Any]]] = {}
     for s in summaries:
         groups.setdefault(re.sub(r"-s\d+$", "", s["run"]), []).append(s)
@@ -84,6 +103,7 @@ def _grouped(summaries: List[Dict[str, Any]]) -> List[str]:
             f"| {name} | {len(runs)} | {100 * np.mean(train):.1f}% | "
             f"{100 * np.mean(rates):.1f}% ({', '.join(f'{100 * x:.1f}' for x in rates)}) | "
             f"{np.mean([r['return'] for r in runs]):.2f} |"
+            + (_sampled_cells(runs) if sampled else "")
         )
     return rows
 
@@ -100,10 +120,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     except FileNotFoundError as exc:
         raise SystemExit(f"error: {exc}") from None
     if args.group:
+        sampled = any("sampled_completion" in s for s in summaries)
         print("| configuration | seeds | training completion (last 10%) "
-              "| greedy completion (per seed) | greedy return |")  # fmt: skip
-        print("|---|---|---|---|---|")
-        print("\n".join(_grouped(summaries)))
+              "| greedy completion (per seed) | greedy return |"
+              + " sampled completion (per seed) | sampled return |" * sampled)  # fmt: skip
+        print("|---|---|---|---|---|" + "---|---|" * sampled)
+        print("\n".join(_grouped(summaries, sampled)))
         return 0
     print("| run | env steps | training completion (last 10%) | greedy completion | "
           "greedy return (normalised) | episode ends |")  # fmt: skip
