@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List
+from typing import Any, List
 
 import numpy as np
 import pytest
@@ -93,29 +93,60 @@ def test_committed_checkpoints_are_data_that_loads_without_pickle(folder: Path) 
 @pytest.mark.live
 @pytest.mark.parametrize("folder", CHECKPOINTS, ids=lambda p: p.name)
 def test_numpy_inference_acts_as_the_torch_policy_on_real_steps(folder: Path) -> None:
+    _numpy_acts_as_torch(folder)
+
+
+@pytest.fixture(scope="module")
+def grid_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A dict-form SB3 run (sb3_ppo --grid: FlatGridExtractor), two tiny updates."""
+    pytest.importorskip("stable_baselines3")
+    out = tmp_path_factory.mktemp("grid") / "run"
+    run = [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", "ninja", "--grid", "--smoke",
+           "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(run, capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out / "checkpoint"
+
+
+@pytest.mark.live
+def test_numpy_inference_of_the_grid_policy_acts_as_torch(grid_run: Path) -> None:
+    _numpy_acts_as_torch(grid_run)
+
+
+def _numpy_acts_as_torch(folder: Path) -> None:
     """Over 300 steps of 16 envs driven by the torch policy: the numpy logits within 1e-5 of
-    torch's and the same greedy action in every env at every step."""
+    torch's and the same greedy action in every env at every step (flat MLP and grid forms)."""
     pytest.importorskip("stable_baselines3")
     from procgen_entities.tools.checkpoint import (
         _numpy_state,
         _torch_state,
         build_sb3_policy,
+        load_normalizer,
         read_spec,
         torch_logits,
+        wants_dict_observation,
     )
+    from procgen_entities.tools.numpy_policy import FlatGridPolicy
 
-    spec = read_spec(folder)
-    torch_policy = build_sb3_policy(spec, _torch_state(folder))
-    numpy_policy = MlpPolicy(spec, _numpy_state(folder))
-    normalize = Normalizer.load(folder / "normalizer.npz")
+    spec, config = read_spec(folder), Checkpoint.load(folder).env
+    dict_form = wants_dict_observation(folder)
+    env = make_env(config, 16, seed=21, flatten=not dict_form)
+    space = env.single_observation_space if dict_form else None
+    torch_policy = build_sb3_policy(spec, _torch_state(folder), space)
+    numpy_policy: Any = (
+        FlatGridPolicy(spec, _numpy_state(folder), list(space.spaces))
+        if dict_form
+        else MlpPolicy(spec, _numpy_state(folder))
+    )
+    normalize = load_normalizer(folder)
     greedy_torch = load_policy(folder, backend="torch")
     greedy_numpy = load_policy(folder, backend="numpy")
-    env = make_env(Checkpoint.load(folder).env, 16, seed=21)
     obs, _ = env.reset(seed=21)
     worst, ends = 0.0, 0
     for _ in range(300):
         x = normalize(obs)
-        reference, mine = torch_logits(torch_policy, x), numpy_policy.logits(x)
+        reference = torch_logits(torch_policy, x)
+        mine = numpy_policy.logits(x)
         worst = max(worst, float(np.abs(reference - mine).max()))
         actions = greedy_torch(obs)
         np.testing.assert_array_equal(actions, reference.argmax(axis=1))
@@ -307,21 +338,16 @@ def test_resume_with_trust_pickle_converts_then_trains(tmp_path: Path) -> None:
 
 
 @pytest.mark.live
-def test_the_converter_handles_dict_observation_policies(tmp_path: Path) -> None:
+def test_the_converter_handles_dict_observation_policies(tmp_path: Path, grid_run: Path) -> None:
     """An old pickled folder of a dict-form SB3 policy (sb3_ppo --grid: FlatGridExtractor and
     per-key VecNormalize statistics) converts to the same data files the run wrote itself."""
-    pytest.importorskip("stable_baselines3")
     from stable_baselines3.common.vec_env import VecNormalize
 
     from procgen_entities.gymnasium.sb3 import SB3VecEnv, normalized_keys
     from procgen_entities.tools.checkpoint import _torch_state, build_sb3_policy, convert, read_spec
     from procgen_entities.tools.numpy_policy import DictNormalizer
 
-    run = [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", "ninja", "--grid", "--smoke",
-           "--out", str(tmp_path / "run")]  # fmt: skip
-    proc = subprocess.run(run, capture_output=True, text=True, cwd=REPO, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    source = tmp_path / "run" / "checkpoint"
+    source = grid_run
     folder = _copy(source, tmp_path / "old", ["env.json"])
     env = make_env(Checkpoint.load(source).env, 1, 0, flatten=False)
     space = env.single_observation_space

@@ -42,6 +42,7 @@ from procgen_entities.tools.numpy_policy import (
     DICT_NORMALIZER_FILE,
     NORMALIZER_FILE,
     DictNormalizer,
+    FlatGridPolicy,
     MlpPolicy,
     Normalizer,
     read_npz,
@@ -369,13 +370,24 @@ def build_sb3_policy(
     return policy
 
 
-def torch_logits(policy: Any, obs: np.ndarray) -> np.ndarray:
-    """The raw action logits of an SB3 ActorCriticPolicy (before the softmax)."""
+def torch_logits(policy: Any, obs: Any) -> np.ndarray:
+    """The raw action logits of an SB3 ActorCriticPolicy (before the softmax) of a flat batch
+    or, for a MultiInputPolicy, a dict of batches."""
     import torch
 
     with torch.no_grad():
-        features = policy.extract_features(torch.as_tensor(obs), policy.pi_features_extractor)
+        tensors = policy.obs_to_tensor(obs)[0] if isinstance(obs, dict) else torch.as_tensor(obs)
+        features = policy.extract_features(tensors, policy.pi_features_extractor)
         return policy.action_net(policy.mlp_extractor.forward_actor(features)).numpy()  # type: ignore[no-any-return]
+
+
+def _numpy_multi(folder: Path, spec: Dict[str, Any], backend: str) -> bool:
+    """Whether a dict-form policy runs in numpy: FlatGridExtractor has a numpy twin
+    (numpy_policy.FlatGridPolicy); the entity encoder needs torch."""
+    numpy_backend = _backend(backend) == "numpy"
+    if numpy_backend and spec["extractor"] != "FlatGridExtractor":
+        raise CheckpointError(f"{folder}: a {spec['extractor']} policy needs torch")
+    return numpy_backend
 
 
 def _backend(requested: str) -> str:
@@ -426,20 +438,24 @@ def load_policy(
     if checkpoint.normalize:
         normalize = load_normalizer(folder)
     multi = spec["format"] == MULTI_SPEC_FORMAT
-    if multi and _backend(backend) == "numpy":
-        raise CheckpointError(f"{folder}: a {spec['extractor']} policy needs torch")
-    if _backend(backend) == "numpy":
+    numpy_backend = (
+        _backend(backend) == "numpy" if not multi else _numpy_multi(folder, spec, backend)
+    )
+    space: Any = None
+    if multi:  # the dict form's key order is the space's (the extractors flatten in it)
+        probe = make_env(checkpoint.env, 1, 0, flatten=False)
+        space = probe.single_observation_space
+        probe.close()
+    if numpy_backend:
         try:
-            mlp = MlpPolicy(spec, _numpy_state(folder))
+            state = _numpy_state(folder)
+            mlp: Any = (
+                FlatGridPolicy(spec, state, list(space.spaces)) if space else MlpPolicy(spec, state)
+            )
         except (KeyError, ValueError, TypeError) as exc:
             raise CheckpointError(f"{folder}: {exc}") from None
         rng = None if deterministic else np.random.default_rng(seed)
         return lambda obs: mlp.act(normalize(obs), rng)
-    space = None
-    if multi:
-        probe = make_env(checkpoint.env, 1, 0, flatten=False)
-        space = probe.single_observation_space
-        probe.close()
     model = build_sb3_policy(spec, _torch_state(folder), space)
 
     def policy(obs: np.ndarray) -> np.ndarray:
@@ -533,8 +549,6 @@ def _check_conversion(folder: Path, policy: Any, stats: Any) -> None:
 def _check_dict_conversion(folder: Path, policy: Any, stats: Any) -> None:
     """The dict form's converted files against the pickled objects, on observations drawn from
     the policy's own observation space (slots, masks and the class image alike)."""
-    import torch
-
     space = policy.observation_space
     space.seed(0)
     draws = [space.sample() for _ in range(256)]
@@ -546,11 +560,7 @@ def _check_dict_conversion(folder: Path, policy: Any, stats: Any) -> None:
             raise CheckpointError(f"{folder}: the converted normaliser differs from the pickle")
         obs = mine
     rebuilt = build_sb3_policy(read_spec(folder), _torch_state(folder), space)
-    with torch.no_grad():
-        tensors = policy.obs_to_tensor(obs)[0]
-        reference = policy.get_distribution(tensors).distribution.logits
-        mine_logits = rebuilt.get_distribution(tensors).distribution.logits
-    if not torch.equal(reference, mine_logits):
+    if not np.array_equal(torch_logits(policy, obs), torch_logits(rebuilt, obs)):
         raise CheckpointError(f"{folder}: the converted policy's logits differ from the pickle's")
 
 

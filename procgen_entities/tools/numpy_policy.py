@@ -22,6 +22,7 @@ __all__ = [
     "ACTIVATIONS",
     "DICT_NORMALIZER_FILE",
     "DictNormalizer",
+    "FlatGridPolicy",
     "MlpPolicy",
     "NORMALIZER_FILE",
     "Normalizer",
@@ -175,6 +176,78 @@ class MlpPolicy:
         cumulative = np.cumsum(p / p.sum(axis=1, keepdims=True), axis=1)
         u = rng.random((len(z), 1))
         return np.minimum((cumulative < u).sum(axis=1), z.shape[1] - 1)
+
+
+def _conv3x3_stride2(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """torch's Conv2d(kernel 3, stride 2, padding 1) of [n, c, h, w] with weights [o, c, 3, 3]."""
+    n, c, h, wd = x.shape
+    padded = np.zeros((n, c, h + 2, wd + 2), dtype=x.dtype)
+    padded[:, :, 1:-1, 1:-1] = x
+    oh, ow = (h - 1) // 2 + 1, (wd - 1) // 2 + 1
+    out = np.empty((n, w.shape[0], oh, ow), dtype=x.dtype)
+    for i in range(oh):
+        for j in range(ow):
+            patch = padded[:, :, 2 * i : 2 * i + 3, 2 * j : 2 * j + 3].reshape(n, -1)
+            out[:, :, i, j] = patch @ w.reshape(w.shape[0], -1).T
+    return out + b[None, :, None, None]  # type: ignore[no-any-return]
+
+
+class FlatGridPolicy:
+    """The actor of an SB3 ``MultiInputPolicy`` with ``FlatGridExtractor``
+    (gymnasium/policy.py ``FlatGridEncoder``): per entity type its slot values then its mask,
+    flattened in the observation space's key order, the globals, then the grid's features (the
+    one-hot class image, two 3x3 stride-2 convolutions with ReLU, flatten, a linear layer with
+    ReLU), into the actor MLP. ``keys``: the env's single observation space keys, in order."""
+
+    PREFIX = "features_extractor.net.grid."
+
+    def __init__(
+        self, spec: Mapping[str, Any], weights: Mapping[str, np.ndarray], keys: List[str]
+    ) -> None:
+        from procgen_entities.gymnasium.observation import GLOBAL_KEY, GRID_KEY
+
+        self.global_key, self.grid_key = GLOBAL_KEY, GRID_KEY
+        self.types = [
+            k for k in keys if k not in (GLOBAL_KEY, GRID_KEY) and not k.endswith("_mask")
+        ]
+        self.grid = [self._layer(weights, f"{self.PREFIX}{name}") for name in
+                     ("conv.0", "conv.2", "head.0")]  # fmt: skip
+        self.n_values = int(self.grid[0][0].shape[1])
+        first = weights.get("mlp_extractor.policy_net.0.weight")
+        if first is None or first.ndim != 2:
+            raise ValueError("policy weights: mlp_extractor.policy_net.0 is missing")
+        self.mlp = MlpPolicy({**spec, "observation_size": int(first.shape[1])}, weights)
+
+    @staticmethod
+    def _layer(weights: Mapping[str, np.ndarray], name: str) -> Tuple[np.ndarray, np.ndarray]:
+        w, b = weights.get(f"{name}.weight"), weights.get(f"{name}.bias")
+        if w is None or b is None or b.shape != w.shape[:1]:
+            raise ValueError(f"policy weights: {name} is missing or does not fit the layers")
+        return w.astype(np.float64), b.astype(np.float64)
+
+    def features(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """[n, features] float32: FlatGridEncoder's output (inputs already normalised)."""
+        parts = []
+        for name in self.types:
+            values = np.asarray(obs[name], np.float32)
+            parts += [values.reshape(len(values), -1), np.asarray(obs[f"{name}_mask"], np.float32)]
+        parts.append(np.asarray(obs[self.global_key], np.float32))
+        ids = np.clip(np.asarray(obs[self.grid_key]).astype(np.int64), 0, self.n_values - 1)
+        h = (np.arange(self.n_values)[None, :, None, None] == ids[:, None]).astype(np.float64)
+        for w, b in self.grid[:2]:
+            h = np.maximum(_conv3x3_stride2(h, w, b), 0.0)
+        w, b = self.grid[2]
+        h = np.maximum(h.reshape(len(h), -1) @ w.T + b, 0.0)
+        parts.append(h.astype(np.float32))  # torch's float32 features
+        return np.concatenate(parts, axis=1)
+
+    def logits(self, obs: Mapping[str, np.ndarray]) -> np.ndarray:
+        return self.mlp.logits(self.features(obs))
+
+    def act(
+        self, obs: Mapping[str, np.ndarray], rng: Optional[np.random.Generator] = None
+    ) -> np.ndarray:
+        return self.mlp.act(self.features(obs), rng)
 
 
 #: normalizer.npz of a dict-observation policy (gymnasium/sb3.py's extractors).
