@@ -174,8 +174,9 @@ class ProcgenStepper:
         self._make_envs()
         if defer_reset and self.engine != "headless":
             self.close()
-            raise EngineMismatch(f"defer_reset needs the headless engine (this env runs "
-                                 f"{self.engine})")
+            raise EngineMismatch(
+                f"defer_reset needs the headless engine (this env runs {self.engine})"
+            )
         self._step_flags = _collector.DEFER_RESET if defer_reset else 0
         if self.engine == "headless":
             self._terminal = _collector.StateCollector(self._spec, n, 1)

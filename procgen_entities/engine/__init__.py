@@ -36,9 +36,9 @@ from procgen_entities.engine.layout import (
     Layout,
     LayoutError,
     entity_program,
+    live_read_map,
     load_known_layout,
     state_program,
-    live_read_map,
     step_offsets,
 )
 from procgen_entities.games import Game

@@ -112,6 +112,7 @@ class PaddedObservation:
     def __post_init__(self) -> None:
         self.widths = {name: len(e.features) for name, e in self.space.entities.items()}
         self.n_globals = len(self.space.global_features)
+        self.mask_keys = [f"{name}_mask" for name in self.caps]
         self.flat_size = (
             sum(c * (self.widths[k] + 1) for k, c in self.caps.items()) + self.n_globals
             + self.grid_size**2

@@ -56,7 +56,7 @@ from procgen_entities.gymnasium.observation import (
     training_caps,
 )
 from procgen_entities.parse import game_spec
-from procgen_entities.stepper import EngineMismatch, ProcgenStepper, check_actions, locked
+from procgen_entities.stepper import EngineMismatch, ProcgenStepper, locked
 from procgen_entities.tilemap import (
     DEFAULT_CHUNK,
     CameraConverter,
@@ -249,11 +249,10 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     ) -> Tuple[
         Any, npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.bool_], Dict[str, Any]
     ]:
-        chosen = check_actions(actions, self.num_envs)  # before anything changes
         stepper = self._stepper
         resetting = stepper.pending_reset  # NEXT_STEP: these only reset now
         outs, obs = self._outputs(self.num_envs, step=True)
-        stepper.step_observe(chosen, self._builder, outs)
+        stepper.step_observe(actions, self._builder, outs)  # checks the actions first
         reward, done, level_complete = outs[5][:3]
         truncated = stepper.truncated
         terminated = done.view(np.bool_) & ~truncated
@@ -309,8 +308,8 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         if names[: len(plan.entity_types)] != plan.entity_types:
             raise AssertionError("the layout's types must start with the plan's")
         derived = np.zeros(max(1, len(plan.codes)), dtype=np.int32)
-        for s, columns in enumerate(plan.derived):
-            for column, _ in columns:
+        for s, slot_derived in enumerate(plan.derived):
+            for column, _ in slot_derived:
                 derived[plan.feature_start[s] + column] = _collector.DERIVED_IS_TARGET
         target = list(game.trailer_vectors).index("target_bools") if "target_bools" in (
             game.trailer_vectors) else -1  # fmt: skip
@@ -349,9 +348,8 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         """New observation arrays for n envs and the builder's view of them (plus the step's
         reward, done, level_complete and seeds when ``step``)."""
         obs = self._layout.empty(n)
-        names = list(self._layout.caps)
-        values = [obs[name] for name in names]
-        masks = [obs[f"{name}_mask"].view(np.uint8) for name in names]
+        values = [obs[name] for name in self._layout.caps]
+        masks = [obs[key].view(np.uint8) for key in self._layout.mask_keys]
         values_of_step = None
         if step:
             values_of_step = (
@@ -368,7 +366,6 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
 
     def _observe_reference(
         self, collector: Any, values: Optional[StepValues] = None
-
     ) -> Tuple[Any, npt.NDArray[np.int64]]:
         """The padded observation of every state in ``collector``'s set (``values``: its parsed
         scalars; default: the stepper's current ones), and per env the number of entities
