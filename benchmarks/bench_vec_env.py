@@ -9,7 +9,8 @@ relative_positions=True), random actions, hard mode. Runners, all with the same 
   serial          procgen act + get_state in a Python loop: states, no entities
   headless/direct/get_state   ProcgenVecEnv with that engine, default threads (cores)
   headless 1 thread           thread scaling of the default engine
-  gymnasium       EntityVectorEnv (padded arrays + masks, default caps, NEXT_STEP autoreset)
+  gymnasium       EntityVectorEnv.for_training (padded arrays + masks, the recipe's tilemap and
+                  caps, NEXT_STEP autoreset, hard mode): one native call per step
   seed-style      (--seed-style) one procgen env per env, Python parse, entity-gym EnvList
 Then where a headless step's time goes. Prints ratios; machines are noisy, so compare within a run.
 """
@@ -79,9 +80,8 @@ def bench_game(game: str, n: int, steps: int, repeats: int, seed_style: bool) ->
         vecs["headless 1 thread"] = vec_env(game, n, engine="headless", num_threads=1)
     from procgen_entities.gymnasium import EntityVectorEnv
 
-    gym_env = EntityVectorEnv(
-        game, n, seed=0, relative_positions=True, **TRAINING_OBS.get(game, {})
-    )
+    # the training recipe's observation (tilemap, caps; games.py) in this benchmark's hard mode
+    gym_env = EntityVectorEnv.for_training(game, n, seed=0, distribution_mode="hard")
     gym_env.reset()
     closers: List[Any] = [serial_env, pixel_env, *vecs.values(), gym_env]
 

@@ -4,61 +4,9 @@
 #include <string.h>
 
 #include "le_read.h"
+#include "live_read.h"
 
 #define PE_TERMINATOR_VALUE ((int32_t)0xCAFECAFEu)
-
-/* ---- reading procgen's objects (host byte order: they are this process's memory) ---- */
-
-static inline const uint8_t *read_ptr(const uint8_t *at) {
-    const uint8_t *p;
-    memcpy(&p, at, sizeof p);
-    return p;
-}
-static inline int32_t read_i32(const uint8_t *at) {
-    int32_t v;
-    memcpy(&v, at, 4);
-    return v;
-}
-static inline float read_f32(const uint8_t *at) {
-    float v;
-    memcpy(&v, at, 4);
-    return v;
-}
-static inline void write_i32_at(uint8_t *at, int32_t v) { memcpy(at, &v, 4); }
-static inline void write_f32_at(uint8_t *at, float v) { memcpy(at, &v, 4); }
-
-static inline int aligned(const uint8_t *p, uintptr_t a) { return ((uintptr_t)p % a) == 0; }
-
-/* A std::vector's [begin, end) with items of item_bytes; -1 if it does not look like one. */
-static int64_t vector_span(const uint8_t *vec, int64_t item_bytes, const uint8_t **begin) {
-    const uint8_t *b = read_ptr(vec), *e = read_ptr(vec + 8), *cap = read_ptr(vec + 16);
-    if (b == NULL) {
-        *begin = NULL;
-        return (e == NULL && cap == NULL) ? 0 : -1;
-    }
-    if (!aligned(b, 4) || e < b || cap < e || (e - b) % item_bytes != 0) return -1;
-    int64_t n = (int64_t)(e - b) / item_bytes;
-    if (n > PE_LIVE_MAX_ITEMS) return -1;
-    *begin = b;
-    return n;
-}
-
-/* std::vector<bool> (libstdc++): start {word *p; unsigned offset}, finish {p; offset}, eos. */
-static int64_t bitvector_count(const uint8_t *vec, const uint64_t **words) {
-    const uint8_t *p0 = read_ptr(vec), *p1 = read_ptr(vec + 16);
-    uint32_t off0, off1;
-    memcpy(&off0, vec + 8, 4);
-    memcpy(&off1, vec + 24, 4);
-    if (p0 == NULL) {
-        *words = NULL;
-        return (p1 == NULL && off1 == 0) ? 0 : -1;
-    }
-    if (!aligned(p0, 8) || p1 < p0 || off0 != 0 || off1 >= 64 || (p1 - p0) % 8 != 0) return -1;
-    int64_t n = (int64_t)(p1 - p0) / 8 * 64 + off1;
-    if (n > PE_LIVE_MAX_ITEMS) return -1;
-    *words = (const uint64_t *)(const void *)p0;
-    return n;
-}
 
 /* ---- writing a state ---- */
 
@@ -244,23 +192,19 @@ static void write_and_measure(pe_state_set *set, int64_t i, const pe_live_spec *
     pe_state_set_accept(set, i, written, game_spec, "live game");
 }
 
-static void step_one(void *raw, int64_t k) {
-    step_job *job = (step_job *)raw;
-    const pe_live_spec *spec = job->source->spec;
-    uint8_t *g = (uint8_t *)job->source->games[k];
-    int64_t i = job->first + k;
-    pe_live_outputs *out = job->outputs;
-    if ((job->flags & PE_LIVE_RESET_ONLY) && !out->pending[i]) return;  /* not in reset_mask */
+int pe_live_step_game(const pe_live_spec *spec, void *game, int32_t action, int flags, int64_t i,
+                      pe_state_set *terminal_set, const pe_game_spec *game_spec,
+                      pe_live_outputs *out) {
+    uint8_t *g = (uint8_t *)game;
+    if ((flags & PE_LIVE_RESET_ONLY) && !out->pending[i]) return 0;  /* not in reset_mask */
     out->terminal[i] = 0;
     out->truncated[i] = 0;
     if (out->pending[i]) {  /* a deferred reset: this step only starts the next episode */
         out->pending[i] = 0;
         spec->game_reset(g);
         finish_step(spec, g);
-        write_and_measure(job->set, i, spec, g, job->game_spec);
-        return;
+        return 1;
     }
-    int32_t action = job->actions[k];
     write_i32_at(g + spec->cur_time_at, read_i32(g + spec->cur_time_at) + 1);
     int will_force_reset = 0;
     if (action == -1) {
@@ -286,19 +230,28 @@ static void step_one(void *raw, int64_t k) {
     if (done) {
         out->truncated[i] = (uint8_t)!ended_by_game;
         pe_live_prepare(spec, g);  /* the terminal frame's camera */
-        if (job->terminal_set != NULL) {
-            write_and_measure(job->terminal_set, i, spec, g, job->game_spec);
+        if (terminal_set != NULL) {
+            write_and_measure(terminal_set, i, spec, g, game_spec);
             out->terminal[i] = 1;
         }
-        if (job->flags & PE_LIVE_DEFER_RESET) {
+        if (flags & PE_LIVE_DEFER_RESET) {
             out->pending[i] = 1;
-            write_and_measure(job->set, i, spec, g, job->game_spec);
-            return;
+            return 1;
         }
         spec->game_reset(g);
     }
     finish_step(spec, g);
-    write_and_measure(job->set, i, spec, g, job->game_spec);
+    return 1;
+}
+
+static void step_one(void *raw, int64_t k) {
+    step_job *job = (step_job *)raw;
+    const pe_live_spec *spec = job->source->spec;
+    void *g = job->source->games[k];
+    int64_t i = job->first + k;
+    if (pe_live_step_game(spec, g, job->actions[k], job->flags, i, job->terminal_set,
+                          job->game_spec, job->outputs))
+        write_and_measure(job->set, i, spec, g, job->game_spec);
 }
 
 static pe_status first_failure(const pe_state_set *set, int64_t first, int32_t count,

@@ -44,6 +44,19 @@ typedef enum {
 
 #define PE_LIVE_MAX_ITEMS (1 << 22)  /* refuse containers larger than this (a bad layout) */
 
+/* Where a live game keeps what an observation reads, from the layout table (member byte offsets in
+ * the game object; kinds are pe_trailer_kind codes, where PE_T_BOOL is a 1-byte C++ bool). */
+typedef struct {
+    int32_t scalar_at[PE_S_N_SCALARS_MAX];     /* header/base scalar i (pe_scalar_name order) */
+    uint8_t scalar_kind[PE_S_N_SCALARS_MAX];
+    int32_t trailer_at[PE_MAX_TRAILER_ITEMS];  /* trailer item i of the game spec */
+    uint8_t trailer_kind[PE_MAX_TRAILER_ITEMS];
+    int32_t entity_at[PE_ENTITY_FIELDS];       /* entity field f within an Entity */
+    uint8_t entity_kind[PE_ENTITY_FIELDS];
+    int32_t entities_at;                       /* BasicAbstractGame::entities */
+    int32_t grid_at;                           /* BasicAbstractGame::grid (w, h, then data) */
+} pe_live_map;
+
 typedef void (*pe_game_fn)(void *game);
 typedef void (*pe_draw_prep_fn)(void *game, float rect_height);
 
@@ -65,6 +78,7 @@ typedef struct {
     pe_game_fn game_reset;          /* Game::reset (non-virtual) */
     pe_draw_prep_fn prepare_for_drawing;  /* BasicAbstractGame::prepare_for_drawing */
     float render_height;            /* the height procgen renders observations at (64) */
+    pe_live_map map;                /* what observation.c reads without writing a state */
 } pe_live_spec;
 
 /* The game objects of a VecGame: up to max pointers into out. Returns the count, or -1 if the
@@ -105,6 +119,13 @@ pe_status pe_live_step(pe_pool *pool, const pe_live_source *source, const int32_
                        int32_t count, int64_t first, pe_state_set *set, pe_state_set *terminal_set,
                        const pe_game_spec *game_spec, int flags, pe_live_outputs *outputs,
                        int64_t *bad_index, pe_error *err);
+
+/* One env's part of pe_live_step without writing its state: game k of the source, set slot i.
+ * Returns 0 when the env was left alone (PE_LIVE_RESET_ONLY and not pending), else 1: the game
+ * is ready to be read (stepped, reset, or holding its terminal state under DEFER_RESET). */
+int pe_live_step_game(const pe_live_spec *spec, void *game, int32_t action, int flags, int64_t i,
+                      pe_state_set *terminal_set, const pe_game_spec *game_spec,
+                      pe_live_outputs *outputs);
 
 /* Recompute one game's camera fields as its next render would (prepare_for_drawing). */
 void pe_live_prepare(const pe_live_spec *spec, void *game);

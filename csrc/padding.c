@@ -5,13 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    float distance;
-    int64_t row;
-} ranked;
-
 static int by_distance(const void *a, const void *b) {
-    const ranked *x = (const ranked *)a, *y = (const ranked *)b;
+    const pe_ranked *x = (const pe_ranked *)a, *y = (const pe_ranked *)b;
     if (x->distance != y->distance) return x->distance < y->distance ? -1 : 1;
     return (x->row > y->row) - (x->row < y->row);  /* stable: the earlier row first */
 }
@@ -25,17 +20,38 @@ static float row_distance(const float *row, int32_t cx, int32_t cy, const float 
 }
 
 /* A few dozen rows per env and type: insertion sort beats qsort's calls through a pointer. */
-static void sort_ranked(ranked *order, int64_t count) {
+static void sort_ranked(pe_ranked *order, int64_t count) {
     if (count > 64) {
-        qsort(order, (size_t)count, sizeof(ranked), by_distance);
+        qsort(order, (size_t)count, sizeof(pe_ranked), by_distance);
         return;
     }
     for (int64_t k = 1; k < count; k++) {
-        ranked item = order[k];
+        pe_ranked item = order[k];
         int64_t j = k;
         for (; j > 0 && by_distance(&order[j - 1], &item) > 0; j--) order[j] = order[j - 1];
         order[j] = item;
     }
+}
+
+int64_t pe_pad_env(const float *rows, int64_t count, int32_t width, int32_t cap, int32_t cx,
+                   int32_t cy, const float *player, pe_ranked *order, float *out, uint8_t *mask) {
+    size_t slot_bytes = (size_t)width * sizeof(float);
+    int64_t kept = count < cap ? count : cap;
+    if (count <= 1 || cx < 0 || cap == 0) {
+        if (kept) memcpy(out, rows, (size_t)kept * slot_bytes);
+    } else {
+        for (int64_t k = 0; k < count; k++) {
+            order[k].distance = row_distance(rows + k * width, cx, cy, player);
+            order[k].row = k;
+        }
+        sort_ranked(order, count);
+        for (int64_t k = 0; k < kept; k++)
+            memcpy(out + k * width, rows + order[k].row * width, slot_bytes);
+    }
+    if (cap > kept) memset(out + kept * width, 0, (size_t)(cap - kept) * slot_bytes);
+    memset(mask, 1, (size_t)kept);
+    memset(mask + kept, 0, (size_t)(cap - kept));
+    return count - kept;
 }
 
 int pe_pad_rows(const float *rows, const int64_t *counts, int64_t n, int32_t width, int32_t cap,
@@ -43,39 +59,20 @@ int pe_pad_rows(const float *rows, const int64_t *counts, int64_t n, int32_t wid
                 int64_t *dropped) {
     if (n < 0 || width < 0 || cap < 0 || cx >= width || cy >= width || (cx >= 0) != (cy >= 0))
         return -1;
-    size_t slot_bytes = (size_t)width * sizeof(float);
     int64_t first = 0, most = 0;
     for (int64_t i = 0; i < n; i++) {
         if (counts[i] < 0) return -1;
         if (counts[i] > most) most = counts[i];
     }
-    ranked *order = NULL;
+    pe_ranked *order = NULL;
     if (most > 1 && cap > 0 && cx >= 0) {
-        order = (ranked *)malloc((size_t)most * sizeof(ranked));
+        order = (pe_ranked *)malloc((size_t)most * sizeof(pe_ranked));
         if (order == NULL) return -1;
     }
-    for (int64_t i = 0; i < n; i++, first += counts[i - 1]) {
-        int64_t count = counts[i];
-        int64_t kept = count < cap ? count : cap;
-        float *dst = out + i * (int64_t)cap * width;
-        uint8_t *m = mask + i * (int64_t)cap;
-        dropped[i] = count - kept;
-        if (count <= 1 || order == NULL) {
-            if (kept) memcpy(dst, rows + first * width, (size_t)kept * slot_bytes);
-        } else {
-            const float *p = player ? player + 2 * i : NULL;
-            for (int64_t k = 0; k < count; k++) {
-                order[k].distance = row_distance(rows + (first + k) * width, cx, cy, p);
-                order[k].row = k;
-            }
-            sort_ranked(order, count);
-            for (int64_t k = 0; k < kept; k++)
-                memcpy(dst + k * width, rows + (first + order[k].row) * width, slot_bytes);
-        }
-        if (cap > kept) memset(dst + kept * width, 0, (size_t)(cap - kept) * slot_bytes);
-        memset(m, 1, (size_t)kept);
-        memset(m + kept, 0, (size_t)(cap - kept));
-    }
+    for (int64_t i = 0; i < n; first += counts[i], i++)
+        dropped[i] = pe_pad_env(rows + first * width, counts[i], width, cap, order ? cx : -1, cy,
+                                player ? player + 2 * i : NULL, order, out + i * (int64_t)cap * width,
+                                mask + i * (int64_t)cap);
     free(order);
     return 0;
 }

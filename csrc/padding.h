@@ -13,6 +13,12 @@
 extern "C" {
 #endif
 
+/* A row and its distance, for the ranking (scratch of pe_pad_env). */
+typedef struct {
+    float distance;
+    int64_t row;
+} pe_ranked;
+
 /* rows: [sum(counts), width] float32, env after env; counts[n] rows per env.
  * Distance of a row (compared squared, the same order): hypot(row[cx] - px, row[cy] - py) with
  * (px, py) = player[2 * env ...] when player is not NULL, else hypot(row[cx], row[cy]) (relative columns); cx < 0: no distance
@@ -22,6 +28,12 @@ extern "C" {
 int pe_pad_rows(const float *rows, const int64_t *counts, int64_t n, int32_t width, int32_t cap,
                 int32_t cx, int32_t cy, const float *player, float *out, uint8_t *mask,
                 int64_t *dropped);
+
+/* One env of pe_pad_rows: its `count` rows into out [cap, width] and mask [cap]; player is this
+ * env's (x, y) or NULL; order holds at least `count` items when cx >= 0. Returns the rows
+ * dropped. Arguments as checked by pe_pad_rows. */
+int64_t pe_pad_env(const float *rows, int64_t count, int32_t width, int32_t cap, int32_t cx,
+                   int32_t cy, const float *player, pe_ranked *order, float *out, uint8_t *mask);
 
 #ifdef __cplusplus
 }

@@ -126,6 +126,7 @@ const char *pe_status_text(pe_status status) {
     case PE_ERR_INVARIANT: return "a game invariant does not hold";
     case PE_ERR_VALUE: return "value does not fit its field's type";
     case PE_ERR_SPACE: return "output buffer is too small for the state";
+    case PE_ERR_MEMORY: return "out of memory";
     }
     return "unknown status";
 }
@@ -482,6 +483,18 @@ static void fill_trailer(const uint8_t *buf, const pe_layout *layout, const pe_g
                 *values++ = read_value(p, kind == PE_T_VEC_F32);
         }
     }
+}
+
+double pe_scalar_value(const uint8_t *buf, const pe_layout *layout, int i) {
+    if (i < 0 || i >= N_SCALARS) return 0.0;
+    const uint8_t *p = buf + anchor_offset(layout, SCALARS[i].from) + SCALARS[i].at;
+    return read_value(p, SCALARS[i].kind == 'f');
+}
+
+int pe_scalar_index(const char *name) {
+    for (int i = 0; i < N_SCALARS; i++)
+        if (strcmp(SCALARS[i].name, name) == 0) return i;
+    return -1;
 }
 
 void pe_fill(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *spec,

@@ -45,7 +45,8 @@ typedef enum {
     PE_ERR_SPEC = 11,          /* the game spec itself is invalid (caller bug) */
     PE_ERR_INVARIANT = 12,     /* a game invariant does not hold (procgen's set_state would crash) */
     PE_ERR_VALUE = 13,         /* writer: a value does not fit its field (non-integral, too large) */
-    PE_ERR_SPACE = 14          /* writer: the output buffer is smaller than the state */
+    PE_ERR_SPACE = 14,         /* writer: the output buffer is smaller than the state */
+    PE_ERR_MEMORY = 15         /* out of memory */
 } pe_status;
 
 typedef struct {
@@ -140,6 +141,10 @@ char pe_scalar_kind(int i);
 /* Where scalar i lies: its section in byte order (0 options, 1 step, 2 base, 3 camera) and its
  * byte offset within that section. 0, or -1 when i is out of range. */
 int pe_scalar_position(int i, int *section, int *at);
+/* Header/base scalar i of a measured state, as pe_fill writes it (0 when i is out of range). */
+double pe_scalar_value(const uint8_t *buf, const pe_layout *layout, int i);
+/* The index of the scalar named `name`, or -1. */
+int pe_scalar_index(const char *name);
 /* 1 if entity field i is stored as i32, 0 if f32. */
 int pe_entity_field_is_int(int i);
 /* Human-readable text for a status. */

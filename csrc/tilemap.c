@@ -126,6 +126,35 @@ static int chunk_nonempty(const int8_t *cls, int64_t w, int64_t r0, int64_t r1, 
     return 0;
 }
 
+void tm_count_state(const int32_t *grid, int32_t height, int32_t width, const tm_spec *spec,
+                    tm_mode mode, int32_t chunk, const int32_t *crop, int8_t *cls, int64_t *cnt) {
+    const int64_t w = crop[2], h = crop[3];
+    memset(cnt, 0, sizeof(int64_t) * (size_t)tm_n_types(mode, spec->n_classes));
+    classify(grid, height, width, spec, crop, cls);
+    switch (mode) {
+    case TM_TILES:
+        for (int64_t k = 0; k < w * h; k++)
+            if (cls[k] >= 0) cnt[cls[k]]++;
+        break;
+    case TM_RUNS:
+        count_runs(cls, w, h, cnt);
+        break;
+    case TM_COLUMNS:
+        mark_stacks(cls, w, h, spec);
+        cnt[0] = w;
+        count_runs(cls, w, h, cnt + 1);
+        break;
+    case TM_CHUNKS:
+        for (int64_t r0 = 0; r0 < h; r0 += chunk)
+            for (int64_t c0 = 0; c0 < w; c0 += chunk) {
+                int64_t r1 = r0 + chunk < h ? r0 + chunk : h;
+                int64_t c1 = c0 + chunk < w ? c0 + chunk : w;
+                cnt[0] += chunk_nonempty(cls, w, r0, r1, c0, c1);
+            }
+        break;
+    }
+}
+
 tm_status tm_count_many(int64_t n, const int32_t *grids, int32_t height, int32_t width,
                         const tm_spec *spec, tm_mode mode, int32_t chunk, const int32_t *crops,
                         int8_t *scratch, int64_t scratch_size, int64_t *counts) {
@@ -144,34 +173,9 @@ tm_status tm_count_many(int64_t n, const int32_t *grids, int32_t height, int32_t
     int64_t at = 0;
     for (int64_t i = 0; i < n; i++) {
         const int32_t *crop = crops + 4 * i;
-        const int64_t w = crop[2], h = crop[3];
-        int8_t *cls = scratch + at;
-        int64_t *cnt = counts + i * nt;
-        at += w * h;
-        memset(cnt, 0, sizeof(int64_t) * (size_t)nt);
-        classify(grids + i * cells, height, width, spec, crop, cls);
-        switch (mode) {
-        case TM_TILES:
-            for (int64_t k = 0; k < w * h; k++)
-                if (cls[k] >= 0) cnt[cls[k]]++;
-            break;
-        case TM_RUNS:
-            count_runs(cls, w, h, cnt);
-            break;
-        case TM_COLUMNS:
-            mark_stacks(cls, w, h, spec);
-            cnt[0] = w;
-            count_runs(cls, w, h, cnt + 1);
-            break;
-        case TM_CHUNKS:
-            for (int64_t r0 = 0; r0 < h; r0 += chunk)
-                for (int64_t c0 = 0; c0 < w; c0 += chunk) {
-                    int64_t r1 = r0 + chunk < h ? r0 + chunk : h;
-                    int64_t c1 = c0 + chunk < w ? c0 + chunk : w;
-                    cnt[0] += chunk_nonempty(cls, w, r0, r1, c0, c1);
-                }
-            break;
-        }
+        tm_count_state(grids + i * cells, height, width, spec, mode, chunk, crop, scratch + at,
+                       counts + i * nt);
+        at += (int64_t)crop[2] * crop[3];
     }
     return TM_OK;
 }
@@ -235,6 +239,97 @@ static void emit_runs(writer *wr, const int8_t *cls, int64_t w, int64_t h, int64
     }
 }
 
+static void emit_tiles(writer *wr, const int8_t *cls, int64_t w, int64_t h, int64_t x0,
+                       int64_t y0) {
+    for (int64_t r = 0; r < h && !wr->overflow; r++)
+        for (int64_t c = 0; c < w; c++) {
+            int8_t v = cls[r * w + c];
+            if (v < 0) continue;
+            float *out = v < wr->n_classes ? next_row(wr, v) : NULL;
+            if (out == NULL) {
+                wr->overflow = 1;
+                break;
+            }
+            out[0] = (float)(x0 + c) + 0.5f;
+            out[1] = (float)(y0 + r) + 0.5f;
+            put_rel(wr, out, v, out[0], out[1]);
+        }
+}
+
+static void emit_columns(writer *wr, const int8_t *cls, int64_t w, int64_t h, int64_t x0,
+                         int64_t y0) {
+    for (int64_t c = 0; c < w; c++) {
+        int64_t r = 0, lava = 0;
+        while (r < h && cls[r * w + c] == TM_STACK_BASE) r++;
+        while (r < h && cls[r * w + c] == TM_STACK_TOP) r++, lava++;
+        float *out = next_row(wr, 0);
+        if (out == NULL) return;
+        out[0] = (float)(x0 + c) + 0.5f;
+        out[1] = (float)(y0 + r);
+        out[2] = lava > 0 ? 1.0f : 0.0f;
+        out[3] = (float)lava;
+        out[4] = r == 0 ? 1.0f : 0.0f;
+        put_rel(wr, out, 0, out[0], out[1]);
+    }
+    emit_runs(wr, cls, w, h, x0, y0, 1);
+}
+
+static void emit_chunks(writer *wr, const int8_t *cls, int64_t w, int64_t h, int64_t x0,
+                        int64_t y0, int32_t chunk) {
+    const int32_t nc = wr->n_classes;
+    int64_t class_counts[TM_MAX_CLASSES];
+    for (int64_t r0 = 0; r0 < h && !wr->overflow; r0 += chunk)
+        for (int64_t c0 = 0; c0 < w; c0 += chunk) {
+            const int64_t r1 = r0 + chunk < h ? r0 + chunk : h;
+            const int64_t c1 = c0 + chunk < w ? c0 + chunk : w;
+            int64_t any = 0;
+            memset(class_counts, 0, sizeof(int64_t) * (size_t)nc);
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t c = c0; c < c1; c++) {
+                    int8_t v = cls[r * w + c];
+                    if (v >= nc) wr->overflow = 1;
+                    else if (v >= 0) class_counts[v]++, any++;
+                }
+            if (wr->overflow) return;
+            if (!any) continue;
+            float *out = next_row(wr, 0);
+            if (out == NULL) return;
+            out[0] = (float)x0 + 0.5f * (float)(c0 + c1);
+            out[1] = (float)y0 + 0.5f * (float)(r0 + r1);
+            for (int32_t k = 0; k < nc; k++) out[2 + k] = (float)class_counts[k];
+            put_rel(wr, out, 0, out[0], out[1]);
+        }
+}
+
+tm_status tm_fill_state(const tm_spec *spec, tm_mode mode, int32_t chunk, const int32_t *crop,
+                        const float *ref, const int8_t *cls, const int64_t *counts,
+                        float *const *outs, const int32_t *n_features) {
+    const int32_t nt = tm_n_types(mode, spec->n_classes);
+    const int64_t x0 = crop[0], y0 = crop[1], w = crop[2], h = crop[3];
+    writer wr;
+    wr.outs = outs;
+    wr.nf = n_features;
+    wr.with_rel = ref != NULL;
+    wr.n_classes = spec->n_classes;
+    wr.overflow = 0;
+    wr.ref_x = ref ? ref[0] : 0.0f;
+    wr.ref_y = ref ? ref[1] : 0.0f;
+    for (int32_t t = 0; t < nt; t++) {
+        wr.next[t] = 0;
+        wr.end[t] = counts[t];
+    }
+    switch (mode) {
+    case TM_TILES: emit_tiles(&wr, cls, w, h, x0, y0); break;
+    case TM_RUNS: emit_runs(&wr, cls, w, h, x0, y0, 0); break;
+    case TM_COLUMNS: emit_columns(&wr, cls, w, h, x0, y0); break;
+    case TM_CHUNKS: emit_chunks(&wr, cls, w, h, x0, y0, chunk); break;
+    }
+    if (wr.overflow) return TM_ERR_MISMATCH;
+    for (int32_t t = 0; t < nt; t++)
+        if (wr.next[t] != wr.end[t]) return TM_ERR_MISMATCH;
+    return TM_OK;
+}
+
 tm_status tm_fill_many(int64_t n, const tm_spec *spec, tm_mode mode, int32_t chunk,
                        const int32_t *crops, const float *refs, const int8_t *scratch,
                        int64_t scratch_size, const int64_t *counts, float *const *outs,
@@ -264,90 +359,18 @@ tm_status tm_fill_many(int64_t n, const tm_spec *spec, tm_mode mode, int32_t chu
             total += c;
         }
     }
-
-    writer wr;
-    wr.outs = outs;
-    wr.nf = n_features;
-    wr.with_rel = with_rel;
-    wr.n_classes = nc;
-    wr.overflow = 0;
-    for (int32_t t = 0; t < nt; t++) wr.next[t] = wr.end[t] = 0;
-    int64_t class_counts[TM_MAX_CLASSES];
+    float *state_outs[TM_MAX_CLASSES + 1];
+    int64_t rows[TM_MAX_CLASSES + 1] = {0};
     int64_t at = 0;
     for (int64_t i = 0; i < n; i++) {
         const int32_t *crop = crops + 4 * i;
-        const int64_t x0 = crop[0], y0 = crop[1], w = crop[2], h = crop[3];
-        const int8_t *cls = scratch + at;
-        at += w * h;
-        for (int32_t t = 0; t < nt; t++) {
-            wr.next[t] = wr.end[t];
-            wr.end[t] += counts[i * nt + t];
-        }
-        wr.ref_x = with_rel ? refs[2 * i] : 0.0f;
-        wr.ref_y = with_rel ? refs[2 * i + 1] : 0.0f;
-
-        switch (mode) {
-        case TM_TILES:
-            for (int64_t r = 0; r < h && !wr.overflow; r++)
-                for (int64_t c = 0; c < w; c++) {
-                    int8_t v = cls[r * w + c];
-                    if (v < 0) continue;
-                    float *out = v < nc ? next_row(&wr, v) : NULL;
-                    if (out == NULL) {
-                        wr.overflow = 1;
-                        break;
-                    }
-                    out[0] = (float)(x0 + c) + 0.5f;
-                    out[1] = (float)(y0 + r) + 0.5f;
-                    put_rel(&wr, out, v, out[0], out[1]);
-                }
-            break;
-        case TM_RUNS:
-            emit_runs(&wr, cls, w, h, x0, y0, 0);
-            break;
-        case TM_COLUMNS:
-            for (int64_t c = 0; c < w; c++) {
-                int64_t r = 0, lava = 0;
-                while (r < h && cls[r * w + c] == TM_STACK_BASE) r++;
-                while (r < h && cls[r * w + c] == TM_STACK_TOP) r++, lava++;
-                float *out = next_row(&wr, 0);
-                if (out == NULL) break;
-                out[0] = (float)(x0 + c) + 0.5f;
-                out[1] = (float)(y0 + r);
-                out[2] = lava > 0 ? 1.0f : 0.0f;
-                out[3] = (float)lava;
-                out[4] = r == 0 ? 1.0f : 0.0f;
-                put_rel(&wr, out, 0, out[0], out[1]);
-            }
-            if (!wr.overflow) emit_runs(&wr, cls, w, h, x0, y0, 1);
-            break;
-        case TM_CHUNKS:
-            for (int64_t r0 = 0; r0 < h && !wr.overflow; r0 += chunk)
-                for (int64_t c0 = 0; c0 < w; c0 += chunk) {
-                    const int64_t r1 = r0 + chunk < h ? r0 + chunk : h;
-                    const int64_t c1 = c0 + chunk < w ? c0 + chunk : w;
-                    int64_t any = 0;
-                    memset(class_counts, 0, sizeof(int64_t) * (size_t)nc);
-                    for (int64_t r = r0; r < r1; r++)
-                        for (int64_t c = c0; c < c1; c++) {
-                            int8_t v = cls[r * w + c];
-                            if (v >= nc) wr.overflow = 1;
-                            else if (v >= 0) class_counts[v]++, any++;
-                        }
-                    if (wr.overflow) break;
-                    if (!any) continue;
-                    float *out = next_row(&wr, 0);
-                    if (out == NULL) break;
-                    out[0] = (float)x0 + 0.5f * (float)(c0 + c1);
-                    out[1] = (float)y0 + 0.5f * (float)(r0 + r1);
-                    for (int32_t k = 0; k < nc; k++) out[2 + k] = (float)class_counts[k];
-                    put_rel(&wr, out, 0, out[0], out[1]);
-                }
-            break;
-        }
-        if (wr.overflow) return TM_ERR_MISMATCH;
         for (int32_t t = 0; t < nt; t++)
-            if (wr.next[t] != wr.end[t]) return TM_ERR_MISMATCH;
+            state_outs[t] = outs[t] ? outs[t] + rows[t] * n_features[t] : NULL;
+        tm_status st = tm_fill_state(spec, mode, chunk, crop, with_rel ? refs + 2 * i : NULL,
+                                     scratch + at, counts + i * nt, state_outs, n_features);
+        if (st != TM_OK) return st;
+        for (int32_t t = 0; t < nt; t++) rows[t] += counts[i * nt + t];
+        at += (int64_t)crop[2] * crop[3];
     }
     return TM_OK;
 }
@@ -356,7 +379,7 @@ tm_status tm_fill_many(int64_t n, const tm_spec *spec, tm_mode mode, int32_t chu
 
 /* One image: image cell (r, c) is crop cell (c - ox, size-1-r - oy), ox/oy = (size - w)/2
  * (negative when the crop is larger, which drops its outer cells evenly). */
-static void class_image(const int32_t *grid, int32_t height, int32_t width, const tm_spec *s,
+void tm_class_image(const int32_t *grid, int32_t height, int32_t width, const tm_spec *s,
                         const int32_t *crop, int32_t size, uint8_t *img) {
     const int64_t x0 = crop[0], y0 = crop[1], w = crop[2], h = crop[3];
     const int64_t ox = ((int64_t)size - w) / 2, oy = ((int64_t)size - h) / 2;
@@ -396,6 +419,6 @@ tm_status tm_class_image_many(int64_t n, const int32_t *grids, int32_t height, i
     if (tm_scratch_size(n, crops) < 0) return TM_ERR_ARG;
     const int64_t cells = (int64_t)height * width, pixels = (int64_t)size * size;
     for (int64_t i = 0; i < n; i++)
-        class_image(grids + i * cells, height, width, spec, crops + 4 * i, size, out + i * pixels);
+        tm_class_image(grids + i * cells, height, width, spec, crops + 4 * i, size, out + i * pixels);
     return TM_OK;
 }

@@ -105,6 +105,19 @@ tm_status tm_fill_many(int64_t n, const tm_spec *spec, tm_mode mode, int32_t chu
  * centred on the image: a smaller one is padded with 0, a larger one keeps its middle cells.
  * 1 <= size <= TM_MAX_IMAGE. Reads each grid only inside its crop's rows. */
 #define TM_MAX_IMAGE 256
+
+/* One state of the passes above, for callers that checked the spec (tm_check_spec), the mode,
+ * chunk and crop once: tm_count_state classifies the crop of `grid` into cls (w*h bytes) and
+ * writes the state's counts[tm_n_types]; tm_fill_state writes its rows, outs[t] = where type
+ * t's first row of this state goes (room for counts[t] rows), ref = (x, y) or NULL for no
+ * rel_x/rel_y. tm_class_image is one image of tm_class_image_many. */
+void tm_count_state(const int32_t *grid, int32_t height, int32_t width, const tm_spec *spec,
+                    tm_mode mode, int32_t chunk, const int32_t *crop, int8_t *cls, int64_t *counts);
+tm_status tm_fill_state(const tm_spec *spec, tm_mode mode, int32_t chunk, const int32_t *crop,
+                        const float *ref, const int8_t *cls, const int64_t *counts,
+                        float *const *outs, const int32_t *n_features);
+void tm_class_image(const int32_t *grid, int32_t height, int32_t width, const tm_spec *spec,
+                    const int32_t *crop, int32_t size, uint8_t *img);
 tm_status tm_class_image_many(int64_t n, const int32_t *grids, int32_t height, int32_t width,
                               const tm_spec *spec, const int32_t *crops, int32_t size,
                               uint8_t *out);

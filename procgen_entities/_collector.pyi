@@ -1,4 +1,4 @@
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -27,6 +27,7 @@ class LiveGames:
         prepare_address: int,
         render_height: float,
         group_sizes: List[int],
+        read_map: Dict[str, Any],
     ) -> None: ...
     def attach(self, group: int, vecgame: int) -> None: ...
     def detach(self) -> None: ...
@@ -88,3 +89,44 @@ def pad_rows(
     cy: int = ...,
     player: Optional[np.ndarray] = ...,
 ) -> None: ...
+
+GLOBAL_OPS: Dict[str, int]
+DERIVED_IS_TARGET: int
+
+class ObservationBuilder:
+    num_states: int
+    n_types: int
+    n_globals: int
+    image_size: int
+    def __init__(
+        self,
+        game: Any,
+        num_states: int,
+        plan: Tuple[np.ndarray, ...],
+        derived: np.ndarray,
+        target_vector: int,
+        types: List[Tuple[int, int, int, int, int]],
+        player: Tuple[int, int, int],
+        global_ops: np.ndarray,
+        support: Tuple[List[int], int, int],
+        tiles: Optional[Tuple[Any, ...]] = ...,
+        image: Optional[Tuple[Any, ...]] = ...,
+    ) -> None: ...
+    def from_states(
+        self, collector: StateCollector, outs: Tuple[Any, ...], indices: Optional[np.ndarray] = ...
+    ) -> None: ...
+    def from_live(
+        self, collector: StateCollector, live: LiveGames, outs: Tuple[Any, ...]
+    ) -> None: ...
+    def step_live(
+        self,
+        collector: StateCollector,
+        live: LiveGames,
+        actions: np.ndarray,
+        terminal: Optional[StateCollector],
+        flags: int,
+        truncated: np.ndarray,
+        terminal_written: np.ndarray,
+        pending: np.ndarray,
+        outs: Tuple[Any, ...],
+    ) -> None: ...

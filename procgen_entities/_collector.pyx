@@ -8,7 +8,7 @@ the calling thread, where they are cheaper than a hand-off.
 The Python side (vec_env.py) decides what to gather; this class holds the C objects, checks
 shapes and releases the GIL around every C call.
 """
-from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uintptr_t
 
 from libc.stdlib cimport calloc, free
 
@@ -16,7 +16,12 @@ from procgen_entities._parser cimport GameSpec, raise_status
 from procgen_entities.errors import UsageError
 from procgen_entities.live_game cimport *
 from procgen_entities.padding cimport pe_pad_rows
-from procgen_entities.state_parser cimport PE_OK, pe_error, pe_scalar_count, pe_status
+from procgen_entities.observation cimport *
+from procgen_entities.state_parser cimport (PE_ENTITY_FIELDS, PE_MAX_TRAILER_ITEMS, PE_OK,
+                                            PE_ERR_MEMORY, PE_ERR_SPEC, PE_S_N_SCALARS_MAX,
+                                            PE_T_I32, PE_T_VEC_ENTITY,
+                                            pe_error, pe_scalar_count, pe_status)
+from procgen_entities.tilemap_kernel cimport tm_check_spec, tm_spec, TM_OK
 from procgen_entities.state_set cimport *
 from procgen_entities.thread_pool cimport pe_pool, pe_pool_create, pe_pool_destroy
 
@@ -30,6 +35,34 @@ FEATURE_REL_Y = PE_FEATURE_REL_Y
 MAX_SLOTS = PE_MAX_SLOTS
 DEFER_RESET = PE_LIVE_DEFER_RESET
 RESET_ONLY = PE_LIVE_RESET_ONLY
+
+
+cdef int _copy_members(int32_t *at, uint8_t *kinds, list members, Py_ssize_t limit,
+                       str what) except -1:
+    if len(members) > limit:
+        raise UsageError(f"read map: more {what} than {limit}")
+    for i, (offset, kind) in enumerate(members):
+        if offset < 0 or kind < PE_T_I32 or kind > PE_T_VEC_ENTITY:
+            raise UsageError(f"read map: invalid {what} member {i}")
+        at[i] = offset
+        kinds[i] = kind
+    return 0
+
+
+cdef int _set_read_map(pe_live_map *map, dict read_map) except -1:
+    """Where a live game keeps what an observation reads: (offset, kind) per scalar, trailer
+    item and entity field, from the layout table (engine/layout.py live_read_map)."""
+    if len(read_map["scalars"]) != pe_scalar_count() or len(read_map["entity"]) != PE_ENTITY_FIELDS:
+        raise UsageError("read map: one member per scalar and per entity field")
+    _copy_members(map.scalar_at, map.scalar_kind, read_map["scalars"], PE_S_N_SCALARS_MAX,
+                  "scalars")
+    _copy_members(map.trailer_at, map.trailer_kind, read_map["trailer"], PE_MAX_TRAILER_ITEMS,
+                  "trailer items")
+    _copy_members(map.entity_at, map.entity_kind, read_map["entity"], PE_ENTITY_FIELDS,
+                  "entity fields")
+    map.entities_at = read_map["entities"]
+    map.grid_at = read_map["grid"]
+    return 0
 
 
 cdef class LiveGames:
@@ -47,7 +80,7 @@ cdef class LiveGames:
     def __cinit__(self, const int32_t[::1] program, const int32_t[::1] entity_program,
                   bytes name, dict offsets, int game_step_slot, int observe_slot,
                   uintptr_t reset_address, uintptr_t prepare_address, float render_height,
-                  list group_sizes):
+                  list group_sizes, dict read_map):
         if program.shape[0] % 2 or entity_program.shape[0] % 2 or program.shape[0] == 0:
             raise UsageError("programs are (op, arg) pairs")
         if reset_address == 0 or prepare_address == 0 or not group_sizes:
@@ -82,6 +115,7 @@ cdef class LiveGames:
         self.spec.game_reset = <pe_game_fn>reset_address
         self.spec.prepare_for_drawing = <pe_draw_prep_fn>prepare_address
         self.spec.render_height = render_height
+        _set_read_map(&self.spec.map, read_map)
         self.num_groups = len(group_sizes)
         self.num_games = sum(group_sizes)
         self._sizes = [int(size) for size in group_sizes]
@@ -437,3 +471,226 @@ def pad_rows(const float[:, ::1] rows, const int64_t[::1] counts, float[:, :, ::
     if rc != 0:
         raise UsageError("invalid padding arguments (columns out of range) or out of memory")
 
+
+
+GLOBAL_OPS = {"scalar": PE_G_SCALAR, "trailer": PE_G_TRAILER, "step_fraction": PE_G_STEP_FRACTION,
+              "eat_time_left": PE_G_EAT_TIME_LEFT, "edible": PE_G_EDIBLE,
+              "difference": PE_G_DIFFERENCE, "is_zero": PE_G_IS_ZERO,
+              "vector_item": PE_G_VECTOR_ITEM, "on_ground": PE_G_ON_GROUND}
+DERIVED_IS_TARGET = PE_D_IS_TARGET
+
+
+cdef int _tile_spec(tm_spec *spec, tuple table) except -1:
+    """(lut bytes, n_classes, oob, base, top) as tilemap.py's TileSpec holds it."""
+    lut, spec.n_classes, spec.oob_class, spec.base_class, spec.top_class = table
+    spec.lut = <const int8_t *><const char *>lut
+    spec.lut_size = <int32_t>len(lut)
+    if tm_check_spec(spec) != TM_OK:
+        raise UsageError("invalid tile class spec")
+    return 0
+
+
+cdef class ObservationBuilder:
+    """csrc/observation.h: the padded observation of every state in one native call (GIL
+    released, on the collector's pool), from a state set or from the live games."""
+    cdef pe_obs_builder *builder
+    cdef pe_obs_spec spec
+    cdef pe_entity_plan plan
+    cdef tm_spec tiles, image
+    cdef object _keep
+    cdef readonly Py_ssize_t num_states
+    cdef readonly int n_types
+    cdef readonly int n_globals
+    cdef readonly int image_size
+
+    def __cinit__(self, GameSpec game, Py_ssize_t num_states, tuple plan, const int32_t[::1] derived,
+                  int target_vector, list types, tuple player, const int32_t[:, ::1] global_ops,
+                  tuple support, tuple tiles=None, tuple image=None):
+        """plan: EntityPlan.arrays; derived: pe_derived_feature per plan feature; types: one
+        (cap, width, cx, cy, from_player) per output type (slots, then tile types); player:
+        (type, x column, y column); global_ops: [G, 3]; support: (tile ids, flag, at_rest);
+        tiles: (lut, n_classes, oob, base, top, mode, chunk); image: (lut, n_classes, oob, base,
+        top, size)."""
+        cdef const int32_t[::1] type_to_slot = plan[0], feature_start = plan[1]
+        cdef const int32_t[::1] features = plan[2], condition = plan[3]
+        cdef const uint8_t[::1] windowed = plan[4]
+        n_slots = condition.shape[0]
+        if (feature_start.shape[0] != n_slots + 1 or windowed.shape[0] != n_slots
+                or features.shape[0] < feature_start[n_slots] or derived.shape[0] < feature_start[n_slots]):
+            raise UsageError("entity plan arrays have inconsistent lengths")
+        if len(types) > PE_OBS_MAX_TYPES or global_ops.shape[0] > PE_OBS_MAX_GLOBALS:
+            raise UsageError("too many output types or global features")
+        if (global_ops.shape[0] and global_ops.shape[1] != 3) or len(support[0]) > PE_OBS_MAX_SUPPORT:
+            raise UsageError("global ops are (op, a, b) triples; too many support tiles")
+        self._keep = (game, plan, derived, tiles, image)
+        self.num_states = num_states
+        self.plan.n_slots = <int32_t>n_slots
+        self.plan.lut_size = <int32_t>type_to_slot.shape[0]
+        self.plan.type_to_slot = &type_to_slot[0] if type_to_slot.shape[0] else NULL
+        self.plan.feature_start = &feature_start[0]
+        self.plan.features = &features[0] if features.shape[0] else NULL
+        self.plan.condition = &condition[0] if n_slots else NULL
+        self.plan.windowed = &windowed[0] if n_slots else NULL
+        self.spec.plan = &self.plan
+        self.spec.derived = &derived[0] if derived.shape[0] else NULL
+        self.spec.target_vector = target_vector
+        self.spec.tiles = NULL
+        self.spec.image = NULL
+        if tiles is not None:
+            _tile_spec(&self.tiles, tiles[:5])
+            self.spec.tiles = &self.tiles
+            self.spec.tile_mode, self.spec.chunk = tiles[5], tiles[6]
+        if image is not None:
+            _tile_spec(&self.image, image[:5])
+            self.spec.image = &self.image
+            self.spec.image_size = image[5]
+            self.image_size = image[5]
+        self.n_types = len(types)
+        self.spec.n_types = self.n_types
+        for t, (cap, width, cx, cy, from_player) in enumerate(types):
+            self.spec.types[t].cap = cap
+            self.spec.types[t].width = width
+            self.spec.types[t].cx = cx
+            self.spec.types[t].cy = cy
+            self.spec.types[t].from_player = from_player
+        self.spec.player_type, self.spec.player_cx, self.spec.player_cy = player
+        self.n_globals = global_ops.shape[0]
+        self.spec.n_globals = self.n_globals
+        for j in range(self.n_globals):
+            for c in range(3):
+                self.spec.global_ops[3 * j + c] = global_ops[j, c]
+        support_tiles, flag, at_rest = support
+        self.spec.support.n_tiles = len(support_tiles)
+        for k, tile in enumerate(support_tiles):
+            self.spec.support.tiles[k] = tile
+        self.spec.support.flag = flag
+        self.spec.support.at_rest = at_rest
+        cdef pe_status status
+        self.builder = pe_obs_create(&self.spec, &game.spec, num_states, &status)
+        if self.builder == NULL:
+            if status == PE_OK:
+                status = PE_ERR_SPEC
+            if status == PE_ERR_MEMORY:
+                raise MemoryError("could not allocate the observation builder")
+            raise UsageError("invalid observation spec (plan, types, caps, globals or tiles)")
+
+    def __dealloc__(self):
+        pe_obs_destroy(self.builder)
+
+    cdef int _outputs(self, pe_obs_out *out, tuple outs, Py_ssize_t count) except -1:
+        """outs: (values, masks, globals, image, dropped, step) with step None or (reward, done,
+        level_complete, level_seed, prev_level_seed), every array with `count` rows."""
+        values, masks, globals_, image, dropped, step = outs
+        cdef float[:, :, ::1] v
+        cdef uint8_t[:, ::1] m
+        cdef float[:, ::1] g = globals_
+        cdef int64_t[::1] d = dropped
+        cdef uint8_t[:, :, ::1] im
+        if len(values) != self.n_types or len(masks) != self.n_types:
+            raise UsageError("one values and one mask array per output type")
+        for t in range(self.n_types):
+            v = values[t]
+            m = masks[t]
+            if (v.shape[0] != count or v.shape[1] != self.spec.types[t].cap
+                    or v.shape[2] != self.spec.types[t].width or m.shape[0] != count
+                    or m.shape[1] != self.spec.types[t].cap):
+                raise UsageError(f"output type {t} must be [{count}, cap, width] with a mask")
+            out.values[t] = &v[0, 0, 0] if v.size else NULL
+            out.masks[t] = &m[0, 0] if m.size else NULL
+            if v.size == 0 and count and self.spec.types[t].cap and self.spec.types[t].width:
+                raise UsageError("empty output")
+        if g.shape[0] != count or g.shape[1] != self.n_globals or d.shape[0] != count:
+            raise UsageError("globals must be [count, G], dropped [count]")
+        out.globals = &g[0, 0] if g.size else NULL
+        out.dropped = &d[0] if count else NULL
+        out.image = NULL
+        if self.spec.image != NULL:
+            im = image
+            if im.shape[0] != count or im.shape[1] != self.image_size or im.shape[2] != self.image_size:
+                raise UsageError("image must be [count, size, size]")
+            out.image = &im[0, 0, 0]
+        out.reward = NULL
+        out.done = out.level_complete = NULL
+        out.level_seed = out.prev_level_seed = NULL
+        cdef float[::1] reward
+        cdef uint8_t[::1] done, complete
+        cdef int64_t[::1] seed, prev_seed
+        if step is not None:
+            reward, done, complete, seed, prev_seed = step
+            if (reward.shape[0] != count or done.shape[0] != count or complete.shape[0] != count
+                    or seed.shape[0] != count or prev_seed.shape[0] != count):
+                raise UsageError("step values must have one entry per state")
+            out.reward = &reward[0]
+            out.done = &done[0]
+            out.level_complete = &complete[0]
+            out.level_seed = &seed[0]
+            out.prev_level_seed = &prev_seed[0]
+        return 0
+
+    def from_states(self, StateCollector collector, tuple outs, const int64_t[::1] indices=None):
+        """Output state k from the collector's slot indices[k] (None: slot k)."""
+        collector._check_open()
+        cdef Py_ssize_t count = collector.num_states if indices is None else indices.shape[0]
+        if count > self.num_states:
+            raise UsageError("more states than the builder was made for")
+        cdef pe_obs_out out
+        self._outputs(&out, outs, count)
+        cdef const int64_t *index_ptr = &indices[0] if indices is not None and count else NULL
+        cdef int64_t bad_index = -1
+        cdef pe_error err
+        cdef pe_status status
+        if count == 0:
+            return
+        with nogil:
+            status = pe_obs_from_states(collector.pool, self.builder, collector.set, index_ptr,
+                                        count, &out, &bad_index, &err)
+        raise_status(status, &err, bad_index)
+
+    def from_live(self, StateCollector collector, LiveGames live, tuple outs):
+        """Every live game as it is now (procgen's threads must be idle)."""
+        collector._check_open()
+        cdef pe_live_source *source = live._source(-1)
+        if source.n_games != self.num_states:
+            raise RuntimeError("no live games attached")
+        cdef pe_obs_out out
+        self._outputs(&out, outs, self.num_states)
+        cdef int64_t bad_index = -1
+        cdef pe_error err
+        cdef pe_status status
+        with nogil:
+            status = pe_obs_from_live(collector.pool, self.builder, source, &out, &bad_index, &err)
+        raise_status(status, &err, bad_index)
+
+    def step_live(self, StateCollector collector, LiveGames live, const int32_t[::1] actions,
+                  StateCollector terminal, int flags, uint8_t[::1] truncated,
+                  uint8_t[::1] terminal_written, uint8_t[::1] pending, tuple outs):
+        """StateCollector.step_live for every group, but each game read into the outputs
+        instead of written as a state (terminal states are still written to `terminal`)."""
+        collector._check_open()
+        cdef pe_live_source *source = live._source(-1)
+        cdef Py_ssize_t n = self.num_states
+        if source.n_games != n:
+            raise RuntimeError("no live games attached")
+        if (actions.shape[0] != n or truncated.shape[0] != n or terminal_written.shape[0] != n
+                or pending.shape[0] != n):
+            raise UsageError(f"actions and per-env outputs must have {n} entries")
+        cdef pe_state_set *terminal_set = NULL
+        if terminal is not None:
+            terminal._check_open()
+            if terminal.num_states != n:
+                raise UsageError("the terminal collector has another size")
+            terminal_set = terminal.set
+        cdef pe_obs_out out
+        self._outputs(&out, outs, n)
+        cdef pe_live_outputs outputs
+        outputs.truncated = &truncated[0]
+        outputs.terminal = &terminal_written[0]
+        outputs.pending = &pending[0]
+        cdef int64_t bad_index = -1
+        cdef pe_error err
+        cdef pe_status status
+        with nogil:
+            status = pe_obs_step_live(collector.pool, self.builder, source, &actions[0],
+                                      terminal_set, &collector.spec.spec, flags, &outputs, &out,
+                                      &bad_index, &err)
+        raise_status(status, &err, bad_index)

@@ -64,7 +64,8 @@ class TilemapError(ProcgenEntitiesError, RuntimeError):
 #: What each C status becomes, by name: pe_status (csrc/state_parser.h) and tm_status
 #: (csrc/tilemap.h). Every other PE_ERR_* is a StateDecodeError; parse.py refines PE_ERR_GAME
 #: and PE_ERR_SHAPE into MixedBatchError when the batch, not the state, is at fault.
-EXCEPTION_OF_STATUS = {
+EXCEPTION_OF_STATUS: "dict[str, type[Exception]]" = {
+    "PE_ERR_MEMORY": MemoryError,
     "PE_ERR_SPEC": UsageError,
     "PE_ERR_SPACE": UsageError,
     "TM_ERR_ARG": UsageError,
@@ -77,7 +78,7 @@ EXCEPTION_OF_STATUS = {
 
 def error_from_status(
     status: str, code: int, reason: str, index: int = 0, offset: int = 0, field: str = ""
-) -> ProcgenEntitiesError:
+) -> Exception:
     """The exception for a failed C call (``status``: the enum name, ``code``: its value)."""
     cls = EXCEPTION_OF_STATUS.get(status)
     if cls is not None:

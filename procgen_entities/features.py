@@ -88,6 +88,44 @@ DERIVED_GLOBALS: Dict[str, Callable[[StepValues], np.ndarray]] = {
 }
 
 
+#: The native form of each derived global (csrc/observation.h pe_global_op, with its trailer
+#: scalar or vector operands by name): what the C observation builder computes, bit for bit.
+NATIVE_DERIVED_GLOBALS: Dict[str, Tuple[str, str, Any]] = {
+    "step_fraction": ("step_fraction", "", ""),
+    "enemies_edible": ("edible", "eat_time", "eat_timeout"),
+    "eat_time_left": ("eat_time_left", "eat_time", "eat_timeout"),
+    "orbs_left": ("difference", "total_orbs", "orbs_collected"),
+    "coins_left": ("difference", "coin_quota", "coins_collected"),
+    "door_open": ("is_zero", "num_enemies", ""),
+    "targets_left": ("difference", "target_quota", "targets_hit"),
+    **{f"has_key_{k}": ("vector_item", "has_keys", k) for k in range(3)},
+    **{f"target_{k}": ("vector_item", "target_bools", k) for k in range(6)},
+    "on_ground": ("on_ground", "", ""),
+}
+
+
+def native_global_ops(game: Game, names: Sequence[str]) -> np.ndarray:
+    """int32 [G, 3] (op, a, b) per global feature, for ``_collector.ObservationBuilder``."""
+    from procgen_entities.parse import SCALAR_NAMES
+
+    scalars = list(game.trailer_scalars)
+    vectors = list(game.trailer_vectors)
+    ops = np.zeros((len(names), 3), dtype=np.int32)
+    for j, name in enumerate(names):
+        if name in NATIVE_DERIVED_GLOBALS:
+            op, a, b = NATIVE_DERIVED_GLOBALS[name]
+            if op == "vector_item":
+                ops[j] = (_collector.GLOBAL_OPS[op], vectors.index(a), b)
+            else:
+                index = [scalars.index(x) if x else 0 for x in (a, b)]
+                ops[j] = (_collector.GLOBAL_OPS[op], *index)
+        elif name in scalars:
+            ops[j] = (_collector.GLOBAL_OPS["trailer"], scalars.index(name), 0)
+        else:
+            ops[j] = (_collector.GLOBAL_OPS["scalar"], SCALAR_NAMES.index(name), 0)
+    return ops
+
+
 def on_ground(game: Game, v: StepValues) -> np.ndarray:
     """1.0 where the player can jump at the next step (``game.support``): a supporting tile or
     the world's edge under a bottom corner (and, per game, at rest or on a crate). procgen's own

@@ -1,7 +1,9 @@
 # Mirrors csrc/live_game.h.
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
-from procgen_entities.state_parser cimport pe_error, pe_game_spec, pe_status
+from procgen_entities.state_parser cimport (PE_ENTITY_FIELDS, PE_MAX_TRAILER_ITEMS,
+                                            PE_S_N_SCALARS_MAX, pe_error, pe_game_spec,
+                                            pe_status)
 from procgen_entities.state_set cimport pe_state_set
 from procgen_entities.thread_pool cimport pe_pool
 
@@ -10,6 +12,16 @@ cdef extern from "live_game.h" nogil:
     enum:
         PE_LIVE_DEFER_RESET
         PE_LIVE_RESET_ONLY
+
+    ctypedef struct pe_live_map:
+        int32_t scalar_at[PE_S_N_SCALARS_MAX]
+        uint8_t scalar_kind[PE_S_N_SCALARS_MAX]
+        int32_t trailer_at[PE_MAX_TRAILER_ITEMS]
+        uint8_t trailer_kind[PE_MAX_TRAILER_ITEMS]
+        int32_t entity_at[PE_ENTITY_FIELDS]
+        uint8_t entity_kind[PE_ENTITY_FIELDS]
+        int32_t entities_at
+        int32_t grid_at
 
     ctypedef void (*pe_game_fn)(void *game) noexcept nogil
     ctypedef void (*pe_draw_prep_fn)(void *game, float rect_height) noexcept nogil
@@ -32,6 +44,7 @@ cdef extern from "live_game.h" nogil:
         pe_game_fn game_reset
         pe_draw_prep_fn prepare_for_drawing
         float render_height
+        pe_live_map map
 
     ctypedef struct pe_live_source:
         const pe_live_spec *spec
@@ -52,5 +65,8 @@ cdef extern from "live_game.h" nogil:
                            int32_t count, int64_t first, pe_state_set *set,
                            pe_state_set *terminal_set, const pe_game_spec *game_spec, int flags,
                            pe_live_outputs *outputs, int64_t *bad_index, pe_error *err) noexcept
+    int pe_live_step_game(const pe_live_spec *spec, void *game, int32_t action, int flags,
+                          int64_t i, pe_state_set *terminal_set, const pe_game_spec *game_spec,
+                          pe_live_outputs *outputs) noexcept
     void pe_live_prepare(const pe_live_spec *spec, void *game) noexcept
     void pe_live_observe(const pe_live_spec *spec, void *game) noexcept

@@ -6,3 +6,11 @@ cdef extern from "padding.h" nogil:
     int pe_pad_rows(const float *rows, const int64_t *counts, int64_t n, int32_t width,
                     int32_t cap, int32_t cx, int32_t cy, const float *player, float *out,
                     uint8_t *mask, int64_t *dropped) noexcept
+
+    ctypedef struct pe_ranked:
+        float distance
+        int64_t row
+
+    int64_t pe_pad_env(const float *rows, int64_t count, int32_t width, int32_t cap, int32_t cx,
+                       int32_t cy, const float *player, pe_ranked *order, float *out,
+                       uint8_t *mask) noexcept

@@ -16,6 +16,7 @@ cdef extern from "state_parser.h" nogil:
         PE_BASE_BYTES
         PE_CAMERA_BYTES
         PE_TERMINATOR
+        PE_S_N_SCALARS_MAX
 
     ctypedef enum pe_status:
         PE_OK
@@ -33,6 +34,7 @@ cdef extern from "state_parser.h" nogil:
         PE_ERR_INVARIANT
         PE_ERR_VALUE
         PE_ERR_SPACE
+        PE_ERR_MEMORY
 
     ctypedef struct pe_error:
         pe_status status
@@ -84,6 +86,8 @@ cdef extern from "state_parser.h" nogil:
         int32_t trailer_item_at[48]
 
     int pe_scalar_count() noexcept
+    double pe_scalar_value(const uint8_t *buf, const pe_layout *layout, int i) noexcept
+    int pe_scalar_index(const char *name) noexcept
     const char *pe_scalar_name(int i) noexcept
     char pe_scalar_kind(int i) noexcept
     int pe_scalar_position(int i, int *section, int *at) noexcept

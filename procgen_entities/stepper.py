@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from procgen_entities import _collector
-from procgen_entities.engine import ENGINES, bind_engine
+from procgen_entities.engine import ENGINES, EngineUnavailable, bind_engine
 from procgen_entities.errors import UsageError
 from procgen_entities.features import ACTION_LABELS, VECTOR_HEAD_ITEMS, StepValues
 from procgen_entities.games import Game, get_game
@@ -44,7 +44,7 @@ from procgen_entities.procgen_envs import check_num_envs, group_seeds, make_proc
 from procgen_entities.procgen_envs import procgen_options as procgen_options_of
 from procgen_entities.restore import check_restorable
 
-__all__ = ["BytesLike", "ProcgenStepper", "locked"]
+__all__ = ["BytesLike", "EngineMismatch", "ProcgenStepper", "locked"]
 
 BytesLike = Union[bytes, bytearray, memoryview]
 NUM_ACTIONS = len(ACTION_LABELS)  # procgen's 15 actions
@@ -53,6 +53,10 @@ _Method = TypeVar("_Method", bound=Callable[..., Any])
 
 #: Every open stepper of this process, for the fork handler.
 _OPEN: "weakref.WeakSet[ProcgenStepper]" = weakref.WeakSet()
+
+
+class EngineMismatch(EngineUnavailable, ValueError):
+    """An option needs another engine than the one this env runs (defer_reset: headless)."""
 
 
 def locked(method: _Method) -> _Method:
@@ -170,7 +174,9 @@ class ProcgenStepper:
         self._make_envs()
         if defer_reset and self.engine != "headless":
             self.close()
-            raise ValueError(f"defer_reset needs the headless engine (this env runs {self.engine})")
+            raise EngineMismatch(
+                f"defer_reset needs the headless engine (this env runs {self.engine})"
+            )
         self._step_flags = _collector.DEFER_RESET if defer_reset else 0
         if self.engine == "headless":
             self._terminal = _collector.StateCollector(self._spec, n, 1)
@@ -193,6 +199,8 @@ class ProcgenStepper:
             self._footing,
         )  # fmt: skip
         self._fresh = True  # every env is at the first state of a level, nothing stepped yet
+        # after step_observe the state set (and the step_values arrays) lag the live games
+        self._stale = False
         _OPEN.add(self)
 
     def _left_behind_by_fork(self) -> None:
@@ -281,6 +289,7 @@ class ProcgenStepper:
                 raise
         self._fresh = False
         self._read()
+        self._stale = False
         self._truncated[:] = 0
         self._terminal_written[:] = 0
         self.refresh()
@@ -292,6 +301,7 @@ class ProcgenStepper:
         self._check_open()
         actions = check_actions(chosen, self.num_envs)
         self._fresh = False
+        self._sync()
         cur_time_before = self._scalars[:, self._cur_time].copy()
         self._step(actions)
         self.refresh()
@@ -310,6 +320,7 @@ class ProcgenStepper:
             raise ValueError(f"resetting some envs needs the headless engine (this env runs "
                              f"{self.engine}, where procgen resets its envs itself)")  # fmt: skip
         chosen = np.asarray(mask, dtype=bool)
+        self._sync()  # the envs not reset keep their slot: it must hold their current state
         marks = chosen.astype(np.uint8)  # the C step clears each mark as it resets that env
         idle = np.zeros(self.num_envs, dtype=np.int32)  # ignored: nothing steps
         self._collector.step_live(
@@ -323,6 +334,7 @@ class ProcgenStepper:
     def values_of(self, collector: Any) -> StepValues:
         """StepValues of the states in another collector of this stepper's size (e.g. the
         terminal states), in new arrays; slots it never held a state in get the current values."""
+        self._sync()
         n = self.num_envs
         scalars = np.zeros_like(self._scalars)
         trailer = np.zeros_like(self._trailer)
@@ -341,6 +353,84 @@ class ProcgenStepper:
         if footing is not None and self._footing is not None:
             footing[empty] = self._footing[empty]
         return self._step_values_of(scalars, trailer, heads, np.zeros(n, dtype=np.bool_), footing)
+
+    # ---- the observation builder's steps (csrc/observation.h) ----
+
+    @locked
+    def step_observe(self, chosen: npt.ArrayLike, builder: Any, outs: Tuple[Any, ...]) -> None:
+        """``step`` and the observation of every env into ``outs`` (``ObservationBuilder``'s
+        outputs) in one native call with the headless engine: the games are read directly, no
+        state is written (until something asks for the states: ``collector``, ``step_values``,
+        ``get_states``). The other engines step, then build from the collected states."""
+        self._check_open()
+        actions = check_actions(chosen, self.num_envs)
+        if self.engine != "headless":
+            self.step(actions)
+            builder.from_states(self._collector, outs)
+            return
+        self._fresh = False
+        builder.step_live(
+            self._collector, self._live, actions, self._terminal, self._step_flags,
+            self._truncated, self._terminal_written, self._pending_reset, outs,
+        )  # fmt: skip
+        self._stale = True
+
+    @locked
+    def observe(self, builder: Any, outs: Tuple[Any, ...]) -> None:
+        """The observation of the current states into ``outs`` (no step)."""
+        self._check_open()
+        if self.engine == "headless":
+            builder.from_live(self._collector, self._live, outs)
+        else:
+            builder.from_states(self._collector, outs)
+
+    @locked
+    def observe_terminal(
+        self, builder: Any, outs: Tuple[Any, ...], indices: npt.NDArray[np.int64]
+    ) -> None:
+        """The observations of the terminal states of envs ``indices`` (their episodes ended at
+        the last step; headless engine) into ``outs``, row k for env indices[k]."""
+        self._check_open()
+        if self._terminal is None:
+            raise RuntimeError(f"terminal states need the headless engine (this env runs "
+                               f"{self.engine})")  # fmt: skip
+        builder.from_states(self._terminal, outs, np.ascontiguousarray(indices, dtype=np.int64))
+
+    @property
+    def collector(self) -> Any:
+        """The StateCollector holding every env's current state (written now if a
+        ``step_observe`` left it behind)."""
+        self._sync()
+        return self._collector
+
+    @property
+    def terminal(self) -> Any:
+        """The StateCollector of the terminal states (headless engine), or None."""
+        return self._terminal
+
+    @property
+    def pending_reset(self) -> npt.NDArray[np.bool_]:
+        """Per env: its episode ended and its reset waits for the next step (defer_reset)."""
+        return self._pending_reset != 0
+
+    @property
+    def call_lock(self) -> Any:
+        """The lock every call of this stepper takes (an adapter's calls take it too)."""
+        return self._call_lock
+
+    @locked
+    def read(self) -> None:
+        """Read every env's current state again (through the engine) and refresh."""
+        self._check_open()
+        self._read()
+        self.refresh()
+        self._stale = False
+
+    def _sync(self) -> None:
+        if self._stale:
+            self._stale = False
+            self._read()
+            self.refresh()
 
     def refresh(self) -> None:
         """Parse the current states into the step_values() arrays."""
@@ -413,6 +503,7 @@ class ProcgenStepper:
         self._truncated[:] = 0
         self._terminal_written[:] = 0
         self._read()
+        self._stale = False
         self.refresh()
 
     @locked
@@ -441,11 +532,13 @@ class ProcgenStepper:
     @property
     def last_level_complete(self) -> npt.NDArray[np.bool_]:
         """Per env: did the episode that ended at the last step end in success?"""
+        self._sync()
         return self._scalars[:, self._level_complete] != 0
 
     def step_values(self) -> StepValues:
         """Scalars of the current step (header/base by name, trailer fields by name). The arrays
         are views that the next step overwrites: copy what you keep."""
+        self._sync()
         return self._values
 
     def _step_values_of(

@@ -262,6 +262,18 @@ class CameraConverter:
         self.spec, self.mode = spec, _tilemap.MODES[mode]
         self.names = [name for name, _ in _features(tables.game.name, mode, True)]
         self.image_spec = tables.spec  # images show classes, never the columns' stack marks
+        oob = tables.game.out_of_bounds_tile
+        oob_class = int(tables.lut[oob]) if 0 <= oob < _LUT_SIZE else -1
+        lut, n_classes = tables.lut.tobytes(), len(tables.classes)
+        base = top = -1
+        if mode == "columns":
+            body, cap = COLUMN_TERRAIN[tables.game.name]
+            base = tables.classes.index(body)
+            top = tables.classes.index(cap) if cap is not None else -1
+        #: the tile spec as csrc/tilemap.h's tm_spec fields (lut, n_classes, oob, base, top) for
+        #: the native observation builder, for the entities and for the class images
+        self.native_spec = (lut, n_classes, oob_class, base, top)
+        self.native_image_spec = (lut, n_classes, oob_class, -1, -1)
         self.crops = np.empty((n, 4), dtype=np.int32)
         self.refs = np.empty((n, 2), dtype=np.float32)
 

@@ -49,3 +49,13 @@ cdef extern from "tilemap.h" nogil:
     tm_status tm_class_image_many(int64_t n, const int32_t *grids, int32_t height, int32_t width,
                                   const tm_spec *spec, const int32_t *crops, int32_t size,
                                   uint8_t *out) noexcept
+
+    void tm_count_state(const int32_t *grid, int32_t height, int32_t width, const tm_spec *spec,
+                        tm_mode mode, int32_t chunk, const int32_t *crop, int8_t *cls,
+                        int64_t *counts) noexcept
+    tm_status tm_fill_state(const tm_spec *spec, tm_mode mode, int32_t chunk,
+                            const int32_t *crop, const float *ref, const int8_t *cls,
+                            const int64_t *counts, float *const *outs,
+                            const int32_t *n_features) noexcept
+    void tm_class_image(const int32_t *grid, int32_t height, int32_t width, const tm_spec *spec,
+                        const int32_t *crop, int32_t size, uint8_t *img) noexcept

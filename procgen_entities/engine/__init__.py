@@ -36,6 +36,7 @@ from procgen_entities.engine.layout import (
     Layout,
     LayoutError,
     entity_program,
+    live_read_map,
     load_known_layout,
     state_program,
     step_offsets,
@@ -277,12 +278,14 @@ def _make_live(game: Game, lib: LibraryInfo, layout: Layout, sizes: Sequence[int
         program = state_program(layout, game)
         entities = entity_program(layout)
         offsets = step_offsets(layout)
+        read_map = live_read_map(layout, game)
     except LayoutError as exc:
         raise EngineUnavailable(str(exc)) from None
     return LiveGames(
         program, entities, game.name.encode(), offsets, VTABLE_SLOTS["game_step"],
         VTABLE_SLOTS["observe"], _function_address(lib, "reset"),
         _function_address(lib, "prepare_for_drawing"), RENDER_HEIGHT, [int(s) for s in sizes],
+        read_map,
     )  # fmt: skip
 
 

@@ -210,6 +210,41 @@ def entity_program(layout: Layout) -> npt.NDArray[np.int32]:
     return np.asarray(ops, dtype=np.int32).reshape(-1)
 
 
+def live_read_map(layout: Layout, game: Game) -> Dict[str, Any]:
+    """Where a live game keeps what an observation reads (csrc/live_game.h pe_live_map): the
+    (offset, kind code) of every header/base scalar, trailer item and entity field, the same
+    members the state program writes, so a direct read and a written state agree."""
+    from procgen_entities._parser import (
+        ENTITY_FIELD_IS_INT,
+        SCALAR_KINDS,
+        SCALAR_NAMES,
+        TRAILER_KIND_CODES,
+    )
+
+    cls = layout.class_of(game.name)
+
+    def member(name: str, expected: str) -> Tuple[int, int]:
+        offset, kind = layout.game_member(cls, name)
+        if kind != expected:
+            raise LayoutError(f"{cls}::{name} is {kind!r} in the layout, {expected!r} in a state")
+        return offset, TRAILER_KIND_CODES[kind]
+
+    entity = []
+    for name, is_int in zip(ENTITY_FIELDS, ENTITY_FIELD_IS_INT):
+        offset, size, type_text = layout.member("Entity", name)
+        kind = _kind_of(type_text, size)
+        if (kind == "f") == bool(is_int):
+            raise LayoutError(f"Entity::{name} is {kind!r} in the layout")
+        entity.append((offset, TRAILER_KIND_CODES[kind]))
+    return {
+        "scalars": [member(name, kind) for name, kind in zip(SCALAR_NAMES, SCALAR_KINDS)],
+        "trailer": [member(name, kind) for name, kind in game.trailer],
+        "entity": entity,
+        "entities": layout.offset("BasicAbstractGame", "entities"),
+        "grid": layout.offset("BasicAbstractGame", "grid"),
+    }
+
+
 def step_offsets(layout: Layout) -> Dict[str, int]:
     """Game members Game::step touches (csrc/live_game.h pe_live_spec *_at fields)."""
     names = {

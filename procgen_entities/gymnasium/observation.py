@@ -112,20 +112,23 @@ class PaddedObservation:
     def __post_init__(self) -> None:
         self.widths = {name: len(e.features) for name, e in self.space.entities.items()}
         self.n_globals = len(self.space.global_features)
+        self.mask_keys = [f"{name}_mask" for name in self.caps]
         self.flat_size = (
             sum(c * (self.widths[k] + 1) for k, c in self.caps.items()) + self.n_globals
             + self.grid_size**2
         )  # fmt: skip
 
-    def empty(self) -> Dict[str, npt.NDArray]:
-        """New arrays for one observation (pad writes every element of its type's arrays)."""
+    def empty(self, n: Optional[int] = None) -> Dict[str, npt.NDArray]:
+        """New arrays for one observation of ``n`` envs (default: all; pad and the native
+        builder write every element)."""
+        n = self.n if n is None else n
         out: Dict[str, npt.NDArray] = {}
         for name, cap in self.caps.items():
-            out[name] = np.empty((self.n, cap, self.widths[name]), dtype=np.float32)
-            out[f"{name}_mask"] = np.empty((self.n, cap), dtype=np.bool_)
-        out[GLOBAL_KEY] = np.zeros((self.n, self.n_globals), dtype=np.float32)
+            out[name] = np.empty((n, cap, self.widths[name]), dtype=np.float32)
+            out[f"{name}_mask"] = np.empty((n, cap), dtype=np.bool_)
+        out[GLOBAL_KEY] = np.zeros((n, self.n_globals), dtype=np.float32)
         if self.grid_size:
-            out[GRID_KEY] = np.empty((self.n, self.grid_size, self.grid_size), dtype=np.uint8)
+            out[GRID_KEY] = np.empty((n, self.grid_size, self.grid_size), dtype=np.uint8)
         return out
 
     def pad(
@@ -152,11 +155,11 @@ class PaddedObservation:
         """[n, flat_size]: per type its values then its mask, in order, then the globals."""
         parts: List[npt.NDArray] = []
         for name in self.caps:
-            parts.append(obs[name].reshape(self.n, -1))
+            parts.append(obs[name].reshape(len(obs[GLOBAL_KEY]), -1))
             parts.append(obs[f"{name}_mask"].astype(np.float32))
         parts.append(obs[GLOBAL_KEY])
         if self.grid_size:
-            parts.append(obs[GRID_KEY].reshape(self.n, -1).astype(np.float32))
+            parts.append(obs[GRID_KEY].reshape(len(obs[GLOBAL_KEY]), -1).astype(np.float32))
         return np.concatenate(parts, axis=1).astype(np.float32, copy=False)
 
     def unflatten(self, flat: npt.NDArray) -> Dict[str, npt.NDArray]:

@@ -34,6 +34,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from procgen_entities import _collector
 from procgen_entities.engine import EngineUnavailable
 from procgen_entities.errors import UsageError
 from procgen_entities.features import (
@@ -43,6 +44,7 @@ from procgen_entities.features import (
     StepValues,
     feature_space,
     global_features,
+    native_global_ops,
 )
 from procgen_entities.games import get_game
 from procgen_entities.gymnasium.observation import (
@@ -53,7 +55,8 @@ from procgen_entities.gymnasium.observation import (
     tile_caps,
     training_caps,
 )
-from procgen_entities.stepper import ProcgenStepper, check_actions, locked
+from procgen_entities.parse import game_spec
+from procgen_entities.stepper import EngineMismatch, ProcgenStepper, locked
 from procgen_entities.tilemap import (
     DEFAULT_CHUNK,
     CameraConverter,
@@ -121,13 +124,11 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             self._stepper = ProcgenStepper(
                 game, num_envs, engine=engine, seed=seed, defer_reset=defer, **options
             )
-        except ValueError as exc:
-            if "defer_reset" in str(exc):
-                raise EngineUnavailable(
-                    f"autoreset_mode {mode.name} needs the headless engine (procgen's own "
-                    "stepping resets in the same step); use SAME_STEP with this engine"
-                ) from None
-            raise
+        except EngineMismatch:
+            raise EngineUnavailable(
+                f"autoreset_mode {mode.name} needs the headless engine (procgen's own "
+                "stepping resets in the same step); use SAME_STEP with this engine"
+            ) from None
         self.engine = self._stepper.engine
         self.game = self._stepper.game
         self.num_envs = num_envs = self._stepper.num_envs
@@ -139,8 +140,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         )  # fmt: skip
         # Tilemap types are sized for the camera square procgen shows at the start (a window
         # that later grows keeps its nearest cells and counts the rest as dropped).
-        self._stepper._read()
-        self._stepper.refresh()
+        self._stepper.read()
         window = int(np.ceil(self._stepper.step_values().scalars["view_dim"].max()))
         tiles = tile_caps(tilemap, list(tile_entities), window, DEFAULT_CHUNK)
         caps = resolve_caps(self.game, self._space, max_entities, tiles)
@@ -169,11 +169,12 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         }
         self._returns = np.zeros(num_envs, dtype=np.float64)
         self._lengths = np.zeros(num_envs, dtype=np.int64)
+        self._builder = self._make_builder()
 
     @property
     def _call_lock(self) -> Any:
         """The stepper's lock (replaced in a forked child), taken by the @locked methods."""
-        return self._stepper._call_lock
+        return self._stepper.call_lock
 
     @classmethod
     def for_training(cls, game: str, num_envs: int = 64, **kwargs: Any) -> "EntityVectorEnv":
@@ -229,8 +230,9 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             self._stepper.reset_envs(reset)
         self._returns[reset] = 0.0
         self._lengths[reset] = 0
-        obs, dropped = self._observe(self._stepper._collector)
-        return obs, self._info(dropped)
+        outs, obs = self._outputs(self.num_envs, step=True)
+        self._stepper.observe(self._builder, outs)
+        return self._finish(obs), self._info(outs)
 
     def _reset_mask(self, mask: Any, seed: Optional[int]) -> npt.NDArray[np.bool_]:
         mask = np.asarray(mask)
@@ -247,27 +249,28 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     ) -> Tuple[
         Any, npt.NDArray[np.float32], npt.NDArray[np.bool_], npt.NDArray[np.bool_], Dict[str, Any]
     ]:
-        chosen = check_actions(actions, self.num_envs)  # before anything changes
         stepper = self._stepper
-        resetting = stepper._pending_reset.astype(bool)  # NEXT_STEP: these only reset now
-        stepper.step(chosen)
-        values = stepper.step_values()
-        reward = values.scalars["reward"].astype(np.float32)
-        done = values.scalars["done"] != 0
-        truncated = stepper.truncated.copy()
-        terminated = done & ~truncated
-        if resetting.any():
+        resetting = stepper.pending_reset  # NEXT_STEP: these only reset now
+        outs, obs = self._outputs(self.num_envs, step=True)
+        stepper.step_observe(actions, self._builder, outs)  # checks the actions first
+        reward, done, level_complete = outs[5][:3]
+        truncated = stepper.truncated
+        terminated = done.view(np.bool_) & ~truncated
+        any_resetting = resetting.any()
+        if any_resetting:
             reward[resetting] = 0.0
             terminated[resetting] = truncated[resetting] = False
-        self._returns[resetting] = 0.0
-        self._lengths[resetting] = 0
-        live = ~resetting
-        self._returns[live] += reward[live]
-        self._lengths[live] += 1
+            self._returns[resetting] = 0.0
+            self._lengths[resetting] = 0
+            live = ~resetting
+            self._returns[live] += reward[live]
+            self._lengths[live] += 1
+        else:
+            self._returns += reward
+            self._lengths += 1
         ended = terminated | truncated
-        obs, dropped = self._observe(stepper._collector)
-        info = self._info(dropped)
-        info["prev_level_complete"] = values.scalars["level_complete"] != 0
+        info = self._info(outs)
+        info["prev_level_complete"] = level_complete.view(np.bool_)
         if ended.any():
             info[self.stats_key] = {
                 "r": np.where(ended, self._returns, 0.0).astype(np.float32),
@@ -278,7 +281,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
                 self._add_final(info, ended)
             self._returns[ended] = 0.0
             self._lengths[ended] = 0
-        return obs, reward, terminated, truncated, info
+        return self._finish(obs), reward, terminated, truncated, info
 
     @locked
     def render(self) -> Any:
@@ -298,12 +301,76 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
 
     # ---- observations ----
 
-    def _observe(
+    def _make_builder(self) -> Any:
+        """The native observation builder (csrc/observation.h) of this layout."""
+        plan, layout, game = self._plan, self._layout, self.game
+        names = list(layout.caps)
+        if names[: len(plan.entity_types)] != plan.entity_types:
+            raise AssertionError("the layout's types must start with the plan's")
+        derived = np.zeros(max(1, len(plan.codes)), dtype=np.int32)
+        for s, slot_derived in enumerate(plan.derived):
+            for column, _ in slot_derived:
+                derived[plan.feature_start[s] + column] = _collector.DERIVED_IS_TARGET
+        target = list(game.trailer_vectors).index("target_bools") if "target_bools" in (
+            game.trailer_vectors) else -1  # fmt: skip
+        player_columns = self._distance_columns.get("Player")
+        player = (-1, -1, -1)
+        if "Player" in layout.caps and player_columns is not None:
+            player = (names.index("Player"), player_columns[1], player_columns[2])
+        types = []
+        for name in names:
+            columns = self._distance_columns[name]
+            rank = (-1, -1, 0)
+            if columns is not None and columns[0] == "relative":
+                rank = (columns[1], columns[2], 0)
+            elif columns is not None and player[0] >= 0 and name != "Player":
+                rank = (columns[1], columns[2], 1)
+            types.append((layout.caps[name], layout.widths[name], *rank))
+        support: Tuple[List[int], int, int] = ([], -1, 0)
+        if game.support is not None:
+            flag = game.support.flag
+            support = (
+                [t for name in game.support.tiles for t in game.tiles[name]],
+                list(game.trailer_scalars).index(flag) if flag is not None else -1,
+                int(game.support.at_rest),
+            )
+        tiles = image = None
+        if self._tiles is not None:
+            tiles = (*self._tiles.native_spec, self._tiles.mode, self._tiles.chunk)
+        if self._images is not None:
+            image = (*self._images.native_image_spec, layout.grid_size)
+        return _collector.ObservationBuilder(
+            game_spec(game.name), self.num_envs, plan.arrays, derived, target, types, player,
+            native_global_ops(game, self._space.global_features), support, tiles, image,
+        )  # fmt: skip
+
+    def _outputs(self, n: int, step: bool) -> Tuple[Tuple[Any, ...], Dict[str, npt.NDArray]]:
+        """New observation arrays for n envs and the builder's view of them (plus the step's
+        reward, done, level_complete and seeds when ``step``)."""
+        obs = self._layout.empty(n)
+        values = [obs[name] for name in self._layout.caps]
+        masks = [obs[key].view(np.uint8) for key in self._layout.mask_keys]
+        values_of_step = None
+        if step:
+            values_of_step = (
+                np.empty(n, dtype=np.float32), np.empty(n, dtype=np.uint8),
+                np.empty(n, dtype=np.uint8), np.empty(n, dtype=np.int64),
+                np.empty(n, dtype=np.int64),
+            )  # fmt: skip
+        dropped = np.empty(n, dtype=np.int64)
+        outs = (values, masks, obs[GLOBAL_KEY], obs.get(GRID_KEY), dropped, values_of_step)
+        return outs, obs
+
+    def _finish(self, obs: Dict[str, npt.NDArray]) -> Any:
+        return self._layout.flatten(obs) if self.flatten else obs
+
+    def _observe_reference(
         self, collector: Any, values: Optional[StepValues] = None
     ) -> Tuple[Any, npt.NDArray[np.int64]]:
         """The padded observation of every state in ``collector``'s set (``values``: its parsed
         scalars; default: the stepper's current ones), and per env the number of entities
-        beyond the caps."""
+        beyond the caps, assembled in numpy from the C gather, padding and tilemap kernels: the
+        reference the native builder is tested against (tests/test_observation.py)."""
         layout, plan = self._layout, self._plan
         values = values if values is not None else self._stepper.step_values()
         out = layout.empty()
@@ -340,7 +407,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     def _grid_buffer(self) -> npt.NDArray[np.int32]:
         if self._grid is None:
             self._grid = np.zeros(
-                (self.num_envs, *self._stepper._collector.grid_shape()), dtype=np.int32
+                (self.num_envs, *self._stepper.collector.grid_shape()), dtype=np.int32
             )
         return self._grid
 
@@ -365,26 +432,29 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         return dropped
 
     def _add_final(self, info: Dict[str, Any], ended: npt.NDArray[np.bool_]) -> None:
-        """SAME_STEP: the terminal observations (headless engine only; never made up)."""
-        terminal = self._stepper._terminal
-        if terminal is None:
+        """SAME_STEP: the terminal observations (headless engine only; never made up), built
+        for the envs that ended only."""
+        if self._stepper.terminal is None:
             return
-        final, _ = self._observe(terminal, self._stepper.values_of(terminal))
+        indices = np.flatnonzero(ended)
+        outs, final = self._outputs(len(indices), step=False)
+        self._stepper.observe_terminal(self._builder, outs, indices)
+        flat = self._finish(final)
         obs_list: List[Any] = [None] * self.num_envs
-        for i in np.flatnonzero(ended):
-            obs_list[i] = final[i] if self.flatten else {k: v[i] for k, v in final.items()}
+        for k, i in enumerate(indices):
+            obs_list[i] = flat[k] if self.flatten else {key: v[k] for key, v in final.items()}
         info["final_obs"] = np.array(obs_list, dtype=object)
         info["_final_obs"] = ended.copy()
         key = self.stats_key
         info["final_info"] = {key: info[key], f"_{key}": ended.copy()}
         info["_final_info"] = ended.copy()
 
-    def _info(self, dropped: npt.NDArray[np.int64]) -> Dict[str, Any]:
-        scalars = self._stepper.step_values().scalars
+    def _info(self, outs: Tuple[Any, ...]) -> Dict[str, Any]:
+        _, _, _, level_seed, prev_level_seed = outs[5]
         return {
-            "level_seed": scalars["current_level_seed"].astype(np.int64),
-            "prev_level_seed": scalars["prev_level_seed"].astype(np.int64),
-            "dropped_entities": dropped,
+            "level_seed": level_seed,
+            "prev_level_seed": prev_level_seed,
+            "dropped_entities": outs[4],
         }
 
     # ---- beyond Gymnasium ----
@@ -401,7 +471,9 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self._stepper.restore_states(states)
         self._returns[:] = 0.0
         self._lengths[:] = 0
-        return self._observe(self._stepper._collector)[0]
+        outs, obs = self._outputs(self.num_envs, step=False)
+        self._stepper.observe(self._builder, outs)
+        return self._finish(obs)
 
 
 def _distance_columns(features: List[str]) -> Optional[Tuple[str, int, int]]:
