@@ -15,7 +15,14 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Seque
 import numpy as np
 
 from procgen_entities import _collector
-from procgen_entities.games import ENTITY_FIELDS, Game, get_game
+from procgen_entities.games import (
+    ACTION_LABELS,
+    ENTITY_FIELDS,
+    GAMES,
+    DerivedFeature,
+    Game,
+    get_game,
+)
 
 __all__ = [
     "ACTION_LABELS",
@@ -34,16 +41,37 @@ __all__ = [
     "on_ground",
 ]
 
-#: The 15 button combinations procgen maps its discrete actions to (procgen's get_combos order).
-ACTION_LABELS: Tuple[str, ...] = (
-    "left_down", "left", "left_up", "down", "noop", "up", "right_down", "right", "right_up",
-    "key_d", "key_a", "key_w", "key_s", "key_q", "key_e",
-)  # fmt: skip
-
-#: Entity features computed from the raw record relative to the player (C feature codes).
+#: Entity features relative to the player (C feature codes). One name, two origins, both
+#: pinned (tests/data/obs_spaces.json, the committed checkpoints), so neither is renamed:
+#:
+#: - on an entity type of the game, ``rel_x`` is the entity's ``x`` minus the Player entity's
+#:   ``x`` in the same state (``rel_y`` likewise), computed in C from the raw records
+#:   (csrc/state_set.c); the Player itself has none;
+#: - on a tilemap type (tilemap.py, ``window=True``), ``rel_x`` is the tile entity's ``x`` minus
+#:   the camera centre ``center_x`` (``Column``: ``rel_y`` is ``height - center_y``).
+#:
+#: The camera centre is the player's position where procgen centres the camera on the agent
+#: (BasicAbstractGame::choose_center, basic-abstract-game.cpp:664-667); climber and fruitbot
+#: choose another centre (climber.cpp:261-265: the level's middle in x, above the player in y),
+#: so there the two origins differ. The padded adapter ranks every type's rows by
+#: ``rel_x^2 + rel_y^2`` where it has them (csrc/padding.c): tiles nearest the camera centre,
+#: entities nearest the player.
 RELATIVE_FEATURES = {"rel_x": _collector.FEATURE_REL_X, "rel_y": _collector.FEATURE_REL_Y}
-#: Entity features derived in Python from per-state vectors (plunder: is this ship a target?).
-DERIVED_ENTITY_FEATURES = frozenset({"is_target"})
+
+
+def _derived_entity_features() -> Dict[str, DerivedFeature]:
+    """Every game's derived entity features by name; a name means one thing in every game."""
+    out: Dict[str, DerivedFeature] = {}
+    for game in GAMES.values():
+        for name, spec in game.derived_features.items():
+            if out.setdefault(name, spec) != spec:
+                raise ValueError(f"derived feature {name!r} is declared twice differently")
+    return out
+
+
+#: Entity features that are lookups in per-state vectors (declared as data with the games,
+#: ``Game.derived_features``; plunder: is this ship a target?).
+DERIVED_ENTITY_FEATURES: Mapping[str, DerivedFeature] = _derived_entity_features()
 
 
 @dataclass
@@ -277,7 +305,7 @@ class EntityPlan:
             for column, feature in enumerate(entity.features):
                 if feature in DERIVED_ENTITY_FEATURES:
                     derived.append((column, feature))
-                    codes.append(ENTITY_FIELDS.index("image_theme"))
+                    codes.append(ENTITY_FIELDS.index(DERIVED_ENTITY_FEATURES[feature].index))
                 elif feature in RELATIVE_FEATURES:
                     codes.append(RELATIVE_FEATURES[feature])
                 else:
@@ -332,11 +360,12 @@ def apply_derived_features(
     counts: np.ndarray,
     values: StepValues,
 ) -> None:
-    """Fill derived entity columns in place (their raw input was gathered into the column)."""
+    """Fill derived entity columns in place: each column holds its feature's raw index field
+    (``DerivedFeature.index``, gathered there) and becomes that item of the state's vector."""
     if not derived or len(slot_rows) == 0:
         return
     env_of_row = np.repeat(np.arange(len(counts)), counts)
     for column, name in derived:
-        if name == "is_target":
-            theme = slot_rows[:, column].astype(np.int64).clip(0, VECTOR_HEAD_ITEMS - 1)
-            slot_rows[:, column] = values.vector_heads["target_bools"][env_of_row, theme]
+        spec = DERIVED_ENTITY_FEATURES[name]
+        index = slot_rows[:, column].astype(np.int64).clip(0, VECTOR_HEAD_ITEMS - 1)
+        slot_rows[:, column] = values.vector_heads[spec.vector][env_of_row, index]

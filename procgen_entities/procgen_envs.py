@@ -12,7 +12,7 @@ import os
 from typing import Any, Dict, List
 
 from procgen_entities.errors import UsageError
-from procgen_entities.games import GAMES, get_game
+from procgen_entities.games import DISTRIBUTION_MODE_IDS, GAMES, get_game
 
 __all__ = [
     "EXPLORATION_LEVELS",
@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 #: procgen's distribution modes.
-DISTRIBUTION_MODES = ("easy", "hard", "extreme", "memory", "exploration")
+DISTRIBUTION_MODES = (*DISTRIBUTION_MODE_IDS, "exploration")
 #: procgen's "exploration" mode is hard mode on one fixed level, for these games only (the level
 #: seeds are procgen's own, procgen/env.py EXPLORATION_LEVEL_SEEDS). procgen's gym3 env refuses
 #: the mode whenever num_levels or start_level is passed at all, which every env here does, so

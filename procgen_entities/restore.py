@@ -32,7 +32,13 @@ import numpy as np
 
 from procgen_entities._parser import SCALAR_NAMES, SCALAR_POSITIONS
 from procgen_entities.errors import StateDecodeError
-from procgen_entities.games import ENTITY_FIELDS, ENTITY_INT_FIELDS, get_game, value_ranges
+from procgen_entities.games import (
+    ENTITY_FIELDS,
+    ENTITY_INT_FIELDS,
+    NUM_ACTIONS,
+    get_game,
+    value_ranges,
+)
 from procgen_entities.parse import StateBatch, parse_states
 
 __all__ = ["OPTION_FIELDS", "check_restorable", "check_values", "trial_restore"]
@@ -169,7 +175,7 @@ def _probe_child(game: str, states: Sequence[bytes], options: Dict[str, Any], st
     env.callmethod("set_state", copies)
     rng = np.random.default_rng(0)
     for _ in range(steps):
-        env.act(rng.integers(0, 15, len(copies)).astype(np.int32))
+        env.act(rng.integers(0, NUM_ACTIONS, len(copies)).astype(np.int32))
         env.observe()
     env.callmethod("get_state")
 

@@ -19,7 +19,7 @@ import numpy.typing as npt
 from procgen_entities import _writer
 from procgen_entities._parser import SCALAR_KINDS, SCALAR_NAMES, read_game_name
 from procgen_entities.errors import StateDecodeError, UsageError
-from procgen_entities.games import GAMES, get_game
+from procgen_entities.games import DISTRIBUTION_MODE_IDS, GAMES, get_game
 from procgen_entities.parse import game_spec, parse_states
 from procgen_entities.reference import ENTITY_DTYPE
 
@@ -32,7 +32,7 @@ Rng = Tuple[bool, bytes]
 _SCALAR_TYPES = {"i": int, "f": float, "b": bool}
 _VECTOR_DTYPES = {"vi": np.dtype("<i4"), "vf": np.dtype("<f4"), "vb": np.dtype(np.bool_)}
 #: procgen's distribution_mode codes (the header's value) by the name make_procgen_env takes.
-_MODE_NAMES = {0: "easy", 1: "hard", 2: "extreme", 10: "memory"}
+_MODE_NAMES = {code: name for name, code in DISTRIBUTION_MODE_IDS.items()}
 #: Header options a procgen env is created with for the trial restore.
 _ENV_OPTIONS = (
     "paint_vel_info", "use_monochrome_assets", "restrict_themes", "use_backgrounds",

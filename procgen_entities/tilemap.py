@@ -28,8 +28,10 @@ center_y, view_dim)`` in world units, as in the state's camera fields (``StateBa
 the crop is the ``n x n`` cells (``n = round(view_dim)``) whose centres lie in it. Cells outside
 the world take the game's ``out_of_bounds_tile`` (a wall in most games; none = empty). With a
 window every entity also gets ``rel_x, rel_y`` = its position minus the window centre (the
-agent's position when the game centres the camera on it); for ``Column`` ``rel_y`` is
-``height - center_y`` and the stack rises from the window's bottom row.
+agent's position when the game centres the camera on it; climber and fruitbot do not); for
+``Column`` ``rel_y`` is ``height - center_y`` and the stack rises from the window's bottom row.
+The game's own entity types have features of the same names measured from the player instead
+(features.RELATIVE_FEATURES says where the two differ).
 
 ``tilemap_images`` gives the window (or grid) as a square image of class ids instead (uint8,
 class index + 1, 0 = empty, row 0 = the TOP row as procgen draws it): what a CNN reads

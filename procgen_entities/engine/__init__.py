@@ -40,7 +40,7 @@ from procgen_entities.engine.layout import (
     state_program,
     step_offsets,
 )
-from procgen_entities.games import Game
+from procgen_entities.games import NUM_ACTIONS, Game
 
 __all__ = [
     "ENGINES",
@@ -112,7 +112,7 @@ def _derived_layout(path: str, build_id: Optional[str]) -> Layout:
             f"unknown procgen build {build_id or '(no build id)'} at {path}, and no layout "
             f"from its DWARF: {exc}"
         ) from None
-    return Layout((build_id,) if build_id else (), table["classes"], table["games"])
+    return Layout((build_id,) if build_id else (), table["classes"])
 
 
 def _layout_for(lib: LibraryInfo, layout: Optional[Layout]) -> Tuple[Layout, bool]:
@@ -201,7 +201,8 @@ def _run_self_check(
         attach_and_verify(live, [fast], [n], lib)
         collector = _collector.StateCollector(game_spec(game.name), n, 1)
         flags = [np.zeros(n, dtype=np.uint8) for _ in range(3)]
-        actions = np.random.default_rng(7).integers(0, 15, size=(steps, n)).astype(np.int32)
+        rng = np.random.default_rng(7)
+        actions = rng.integers(0, NUM_ACTIONS, size=(steps, n)).astype(np.int32)
         try:
             for t, chosen in enumerate(actions):
                 ref.act(chosen)

@@ -22,7 +22,10 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+
+from procgen_entities.games import GAMES
 
 __all__ = [
     "BASE_CLASSES",
@@ -34,14 +37,8 @@ __all__ = [
     "same_layout",
 ]
 
-#: The C++ class of each game (src/games/<game>.cpp, 0.10.7).
-CLASS_OF_GAME: Dict[str, str] = {
-    "bigfish": "BigFish", "bossfight": "BossfightGame", "caveflyer": "CaveFlyerGame",
-    "chaser": "ChaserGame", "climber": "Climber", "coinrun": "CoinRun",
-    "dodgeball": "DodgeballGame", "fruitbot": "FruitBotGame", "heist": "HeistGame",
-    "jumper": "Jumper", "leaper": "LeaperGame", "maze": "MazeGame", "miner": "MinerGame",
-    "ninja": "Ninja", "plunder": "PlunderGame", "starpilot": "StarPilotGame",
-}  # fmt: skip
+#: The C++ class of each game (src/games/<game>.cpp, 0.10.7), as declared in games.py.
+CLASS_OF_GAME: Mapping[str, str] = MappingProxyType({g.name: g.cpp_class for g in GAMES.values()})
 
 BASE_CLASSES = ("VecGame", "Game", "BasicAbstractGame", "Entity", "RandGen", "GameOptions",
                 "StepData", "Grid<int>")  # fmt: skip
@@ -190,8 +187,9 @@ def _definitions(top: Any, wanted: set) -> Iterator[Tuple[str, Any]]:
 
 
 def extract_layout(libenv: str) -> Dict[str, Any]:
-    """{"classes": {class: {"size": n, "members": {name: [offset, size, type]}}}, "games": ...}
-    from ``libenv``'s DWARF; DwarfError if it has none or lacks a class."""
+    """{"classes": {class: {"size": n, "members": {name: [offset, size, type]}}}} from
+    ``libenv``'s DWARF; DwarfError if it has none or lacks a class. Which class is which game's
+    is not a DWARF fact: games.py declares it (``Game.cpp_class``)."""
     try:
         from elftools.common.exceptions import ELFError
         from elftools.elf.elffile import ELFFile
@@ -223,7 +221,7 @@ def extract_layout(libenv: str) -> Dict[str, Any]:
     missing = sorted(wanted - set(classes))
     if missing:
         raise DwarfError(f"{libenv}'s DWARF has no definition of {', '.join(missing)}")
-    return {"classes": classes, "games": dict(CLASS_OF_GAME)}
+    return {"classes": classes}
 
 
 def _type_head(text: str) -> str:
@@ -237,11 +235,9 @@ def _type_head(text: str) -> str:
 
 
 def same_layout(a: Mapping[str, Any], b: Mapping[str, Any]) -> List[str]:
-    """The differences between two tables' classes and games (empty: the same layout). Template
+    """The differences between two tables' classes (empty: the same layout). Template
     parameters that gdb prints by their parameter name (``T``) match any type."""
     diffs: List[str] = []
-    if dict(a["games"]) != dict(b["games"]):
-        diffs.append("games differ")
     for cls in sorted(set(a["classes"]) | set(b["classes"])):
         ca, cb = a["classes"].get(cls), b["classes"].get(cls)
         if ca is None or cb is None:
@@ -274,7 +270,7 @@ def cached_layout(libenv: str, build_id: str) -> Dict[str, Any]:
     try:
         cached = json.loads(path.read_text())
         if cached.get("version") == _CACHE_VERSION and cached.get("build_id") == build_id:
-            return {"classes": cached["classes"], "games": cached["games"]}
+            return {"classes": cached["classes"]}
     except (OSError, ValueError, KeyError, AttributeError):
         pass
     table = extract_layout(libenv)

@@ -25,7 +25,7 @@ import numpy as np
 from entity_gym.env import ObsSpace, VecEnv, VecObs
 from ragged_buffer import RaggedBufferI64
 
-from procgen_entities.games import GAMES, get_game
+from procgen_entities.games import GAMES, NUM_ACTIONS, get_game
 
 __all__ = ["GameDefaults", "DEFAULTS", "EpisodeLogger", "main", "trainer_overrides"]
 
@@ -177,7 +177,7 @@ def run_random_policy(env: EpisodeLogger, steps: int, metrics: TextIO, bar: Any,
     try:
         while env.steps < steps:
             for _ in range(64):
-                chosen = rng.integers(0, 15, size=(n, 1))
+                chosen = rng.integers(0, NUM_ACTIONS, size=(n, 1))
                 env.act({"move": RaggedBufferI64.from_flattened(chosen, ones)}, space)
             elapsed = time.perf_counter() - started
             record = {
