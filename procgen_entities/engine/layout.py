@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Dict, List, Mapping, Tuple
 
@@ -88,17 +88,19 @@ def canonical_digest(table: Mapping[str, Any]) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
+def _classes_of_games() -> Mapping[str, str]:
+    return {name: game.cpp_class for name, game in GAMES.items()}
+
+
 @dataclass(frozen=True)
 class Layout:
     """Member offsets of one procgen build's classes."""
 
     build_ids: Tuple[str, ...]
     classes: Mapping[str, Any]
-
-    @property
-    def games(self) -> Mapping[str, str]:
-        """Game name -> its C++ class (games.py ``Game.cpp_class``; the same in every build)."""
-        return {name: game.cpp_class for name, game in GAMES.items()}
+    #: Game name -> its C++ class: games.py's ``Game.cpp_class`` (the same in every build; the
+    #: tables record only the classes' members).
+    games: Mapping[str, str] = field(default_factory=_classes_of_games)
 
     def members(self, cls: str) -> Mapping[str, List[Any]]:
         try:
