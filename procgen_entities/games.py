@@ -69,7 +69,7 @@ NOOP_ACTION: int = ACTION_LABELS.index("noop")
 
 #: procgen's distribution modes by name, with the code its options and the state header store
 #: (src/game.h: EasyMode 0, HardMode 1, ExtremeMode 2, MemoryMode 10). procgen's "exploration"
-#: is hard mode on one fixed level (procgen_envs.EXPLORATION_LEVELS), not a code of its own.
+#: is hard mode on one fixed level (Game.exploration_level), not a code of its own.
 DISTRIBUTION_MODE_IDS: Mapping[str, int] = MappingProxyType(
     {"easy": 0, "hard": 1, "extreme": 2, "memory": 10}
 )
@@ -155,6 +155,9 @@ class Game:
     invariants: tuple[str, ...] = ()
     #: procgen's distribution modes for the game (procgen aborts the process for the others).
     modes: tuple[str, ...] = ("easy", "hard")
+    #: The one level of procgen's "exploration" mode (hard mode on that level seed; procgen/env.py
+    #: EXPLORATION_LEVEL_SEEDS), for the games that have the mode.
+    exploration_level: int | None = None
     #: Platformers' terrain for the tilemap "columns" mode: (class of a column's body, class that
     #: may cap it or None).
     column_terrain: tuple[str, str | None] | None = None
@@ -334,6 +337,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="caveflyer",
+        exploration_level=1259048185,
         cpp_class="CaveFlyerGame",
         modes=("easy", "hard", "memory"),
         trailer=(),
@@ -376,6 +380,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="climber",
+        exploration_level=1561126160,
         cpp_class="Climber",
         anchors={"pixel_ppo": 8.7, "roguenet_2022": 5.2},
         column_terrain=("Wall", None),
@@ -400,6 +405,7 @@ _GAME_LIST = [
     ),
     Game(
         name="coinrun",
+        exploration_level=1949448038,
         cpp_class="CoinRun",
         anchors={"pixel_ppo": 9.2, "roguenet_2022": 9.4},
         column_terrain=("Wall", "Lava"),
@@ -456,6 +462,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="heist",
+        exploration_level=876640971,
         cpp_class="HeistGame",
         modes=("easy", "hard", "memory"),
         trailer=_ints("num_keys", "world_dim") + (("has_keys", "vb"),),
@@ -470,6 +477,7 @@ _GAME_LIST = [
     ),
     Game(
         name="jumper",
+        exploration_level=1434825276,
         cpp_class="Jumper",
         modes=("easy", "hard", "memory"),
         column_terrain=("Wall", None),
@@ -486,6 +494,7 @@ _GAME_LIST = [
     ),
     Game(
         name="leaper",
+        exploration_level=1318677581,
         cpp_class="LeaperGame",
         modes=("easy", "hard", "extreme"),
         trailer=(("bottom_road_y", "i"), ("road_lane_speeds", "vf"), ("bottom_water_y", "i"))
@@ -497,6 +506,7 @@ _GAME_LIST = [
     ),
     Game(
         name="maze",
+        exploration_level=158988835,
         cpp_class="MazeGame",
         modes=("easy", "hard", "memory"),
         trailer=_ints("maze_dim", "world_dim"),
@@ -526,6 +536,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="ninja",
+        exploration_level=1123500215,
         cpp_class="Ninja",
         anchors={"pixel_ppo": 9.0, "roguenet_2022": 6.4},
         column_terrain=("Wall", None),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 import os
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Mapping
 
 from procgen_entities.errors import UsageError
 from procgen_entities.games import DISTRIBUTION_MODE_IDS, GAMES, get_game
@@ -30,15 +30,8 @@ DISTRIBUTION_MODES = (*DISTRIBUTION_MODE_IDS, "exploration")
 #: seeds are procgen's own, procgen/env.py EXPLORATION_LEVEL_SEEDS). procgen's gym3 env refuses
 #: the mode whenever num_levels or start_level is passed at all, which every env here does, so
 #: this package translates the mode itself (see procgen_options).
-EXPLORATION_LEVELS = {
-    "coinrun": 1949448038,
-    "caveflyer": 1259048185,
-    "leaper": 1318677581,
-    "jumper": 1434825276,
-    "maze": 158988835,
-    "heist": 876640971,
-    "climber": 1561126160,
-    "ninja": 1123500215,
+EXPLORATION_LEVELS: Mapping[str, int] = {
+    g.name: g.exploration_level for g in GAMES.values() if g.exploration_level is not None
 }
 #: Modes only some games have (procgen aborts the whole process for the others), from games.py.
 MODE_GAMES = {

@@ -17,6 +17,7 @@ The classes are procgen's (MIT, Copyright (c) 2019 OpenAI): VecGame (src/vecgame
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -286,11 +287,19 @@ def cached_layout(libenv: str, build_id: str) -> Dict[str, Any]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m procgen_entities.engine.dwarf LIBENV_SO", file=sys.stderr)
-        return 2
-    json.dump(extract_layout(args[0]), sys.stdout, indent=1, sort_keys=True)
+    parser = argparse.ArgumentParser(
+        prog="python -m procgen_entities.engine.dwarf",
+        description="Print the member layout of procgen's classes from a libenv.so's DWARF "
+        "(the classes of a layouts/*.json table).",
+    )
+    parser.add_argument("libenv", metavar="LIBENV_SO")
+    args = parser.parse_args(argv)
+    try:
+        table = extract_layout(args.libenv)
+    except DwarfError as exc:
+        print(f"{parser.prog}: {exc}", file=sys.stderr)
+        return 1
+    json.dump(table, sys.stdout, indent=1, sort_keys=True)
     print()
     return 0
 

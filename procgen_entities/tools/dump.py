@@ -533,7 +533,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
         return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

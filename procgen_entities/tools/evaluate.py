@@ -324,7 +324,3 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"completion {100 * mine['completion']:.1f}% return {mine['return']:.2f} "
           f"over {args.episodes} episodes")  # fmt: skip
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

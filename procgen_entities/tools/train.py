@@ -333,7 +333,3 @@ def save_checkpoint(
                "overrides": overrides}  # fmt: skip
     Checkpoint(env=env, steps=steps, trainer=trainer).save(folder)
     sm.checkpoint(str(folder / ENN_FOLDER))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
