@@ -104,7 +104,7 @@ def _check_resource_root(root: Any) -> str:
     return path if path.endswith(os.sep) else path + os.sep
 
 
-def check_procgen_options(game: str, options: dict) -> None:
+def check_procgen_options(game: str, options: Dict[str, Any]) -> None:
     """Refuse options that would make procgen abort the process or fail obscurely."""
     procgen_options(game, options)
 

@@ -13,9 +13,10 @@ a ``State``, as csrc/state_writer.c must write them.
 from __future__ import annotations
 
 import struct
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from procgen_entities.errors import MixedBatchError, StateDecodeError
 from procgen_entities.games import ENTITY_FIELDS, ENTITY_INT_FIELDS, GAMES, Game, get_game
@@ -148,13 +149,13 @@ class _Reader:
         self.need(4, field)
         (value,) = struct.unpack_from("<i", self.data, self.at)
         self.at += 4
-        return value
+        return int(value)
 
     def f32(self, field: str) -> float:
         self.need(4, field)
         (value,) = struct.unpack_from("<f", self.data, self.at)
         self.at += 4
-        return value
+        return float(value)
 
     def boolean(self, field: str) -> bool:
         value = self.i32(field)
@@ -195,10 +196,10 @@ class _ParsedState:
 
     game: str
     scalars: Dict[str, object]
-    entities: np.ndarray  # structured, ENTITY_DTYPE
-    grid: np.ndarray  # int32 [H, W]
+    entities: npt.NDArray[Any]  # structured, ENTITY_DTYPE
+    grid: npt.NDArray[Any]  # int32 [H, W]
     trailer_scalars: Dict[str, object]
-    trailer_vectors: Dict[str, np.ndarray]
+    trailer_vectors: Dict[str, npt.NDArray[Any]]
     size: int
 
 
@@ -263,7 +264,7 @@ def _parse_one(data: bytes, index: int, game: Game) -> _ParsedState:
     # TRAILER
     trailer_at = reader.at
     trailer_scalars: Dict[str, object] = {}
-    trailer_vectors: Dict[str, np.ndarray] = {}
+    trailer_vectors: Dict[str, npt.NDArray[Any]] = {}
     for field, kind in game.trailer:
         if kind in ("i", "f", "b"):
             trailer_scalars[field] = reader.scalar(field, kind)
@@ -294,7 +295,7 @@ def _parse_one(data: bytes, index: int, game: Game) -> _ParsedState:
         if term in grid_values:
             return grid_values[term]
         if term in trailer_scalars:
-            return int(trailer_scalars[term])  # type: ignore[call-overload]
+            return int(cast(Any, trailer_scalars[term]))
         return int(term)
 
     for invariant in game.invariants:
@@ -326,7 +327,7 @@ def _as_bytes(state: object, index: int) -> bytes:
     return view.tobytes()
 
 
-def _records_to_float32(records: np.ndarray, fields: Sequence[str]) -> np.ndarray:
+def _records_to_float32(records: npt.NDArray[Any], fields: Sequence[str]) -> npt.NDArray[Any]:
     """Entity records -> float32 [n, len(fields)]; int fields are converted to float32."""
     out = np.empty((len(records), len(fields)), dtype=np.float32)
     for j, name in enumerate(fields):
@@ -396,8 +397,8 @@ def reference_parse_states(
         for name, kind in info.trailer
         if not kind.startswith("v")
     }
-    vectors: Dict[str, np.ndarray] = {}
-    vector_counts: Dict[str, np.ndarray] = {}
+    vectors: Dict[str, npt.NDArray[Any]] = {}
+    vector_counts: Dict[str, npt.NDArray[Any]] = {}
     for name, kind in info.trailer:
         if not kind.startswith("v"):
             continue
@@ -415,7 +416,7 @@ def reference_parse_states(
     records = np.concatenate([p.entities for p in parsed]) if parsed else np.empty(0, ENTITY_DTYPE)
     if grid:
         shape = parsed[0].grid.shape if parsed else (0, 0)
-        grid_array: Optional[np.ndarray] = np.empty((n, *shape), dtype=np.int32)
+        grid_array: Optional[npt.NDArray[Any]] = np.empty((n, *shape), dtype=np.int32)
         for i, p in enumerate(parsed):
             grid_array[i] = p.grid  # type: ignore[index]
     else:

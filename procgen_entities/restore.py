@@ -29,6 +29,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
 from procgen_entities._parser import SCALAR_NAMES, SCALAR_POSITIONS
 from procgen_entities.errors import StateDecodeError
@@ -115,7 +116,7 @@ def _check_ranges(batch: StateBatch, game: str) -> None:
     horizon = float(timeout_range[1])
 
     def check(
-        key: str, values: np.ndarray, is_int: bool, state_of: Any, required: bool = False
+        key: str, values: npt.NDArray[Any], is_int: bool, state_of: Any, required: bool = False
     ) -> None:
         if values.size == 0:
             return

@@ -57,8 +57,8 @@ class State:
         game: str,
         *,
         scalars: Dict[str, Any],
-        entities: np.ndarray,
-        grid: np.ndarray,
+        entities: npt.NDArray[Any],
+        grid: npt.NDArray[Any],
         trailer: Dict[str, Any],
         rngs: Sequence[Rng],
         base: Optional[bytes] = None,
@@ -90,7 +90,7 @@ class State:
         self._grid = np.array(grid, dtype=np.int32, order="C")
 
     @property
-    def entities(self) -> np.ndarray:
+    def entities(self) -> npt.NDArray[Any]:
         return self._entities
 
     @entities.setter
@@ -130,7 +130,7 @@ class State:
         return f"State({self.game!r}, grid {w}x{h}, {len(self.entities)} entities)"
 
 
-def _entity_records(value: Any, field: str) -> np.ndarray:
+def _entity_records(value: Any, field: str) -> npt.NDArray[Any]:
     """value as a C-contiguous ENTITY_DTYPE array (fields matched by name)."""
     records = np.asarray(value)
     if records.dtype == ENTITY_DTYPE:
@@ -231,7 +231,7 @@ def _writer_item(state: State) -> Tuple[Any, ...]:
     return (scalars, rngs, entities, state.grid, trailer, tuple(vectors))
 
 
-def _bool_words(value: Any, name: str) -> np.ndarray:
+def _bool_words(value: Any, name: str) -> npt.NDArray[Any]:
     """A bool vector as the i32 0/1 words it is stored as; other values are refused."""
     values = np.asarray(value).reshape(-1)
     if values.dtype != np.bool_ and values.size and not np.isin(values, (0, 1)).all():

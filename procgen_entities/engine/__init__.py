@@ -154,7 +154,9 @@ def _with_timeouts(state: bytes, timeout: int) -> bytes:
     return state[:at] + struct.pack("<i", timeout) + state[at + 4 :]
 
 
-def _self_check(game: Game, lib: LibraryInfo, layout: Layout, procgen_options: dict) -> None:
+def _self_check(
+    game: Game, lib: LibraryInfo, layout: Layout, procgen_options: Dict[str, Any]
+) -> None:
     """Step fresh envs of a build not known by its id both ways (headless, and procgen's own
     step) from the same states, with episode ends (short step limits), and require identical
     get_state bytes after every step; EngineUnavailable otherwise. Once per build, game and
@@ -176,7 +178,7 @@ def _run_self_check(
     game: Game,
     lib: LibraryInfo,
     layout: Layout,
-    procgen_options: dict,
+    procgen_options: Dict[str, Any],
     n: int = SELF_CHECK_ENVS,
     steps: int = SELF_CHECK_STEPS,
 ) -> int:
@@ -314,7 +316,7 @@ def bind_engine(
     game: Game,
     envs: Sequence[Any],
     sizes: Sequence[int],
-    procgen_options: dict,
+    procgen_options: Dict[str, Any],
     layout: Optional[Layout] = None,
 ) -> EngineBinding:
     """Choose and attach the engine for ``envs`` (see the module docstring)."""

@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
 from procgen_entities.games import GAMES
 
@@ -104,7 +104,7 @@ def _type_text(die: Optional[Any]) -> str:
         return _type_text(_type_of(die)) + " *"
     if tag in ("DW_TAG_reference_type", "DW_TAG_rvalue_reference_type"):
         return _type_text(_type_of(die)) + " &"
-    return tag.removeprefix("DW_TAG_")
+    return str(tag).removeprefix("DW_TAG_")
 
 
 def _byte_size(die: Optional[Any]) -> int:
@@ -175,7 +175,7 @@ def _class_layout(die: Any) -> Dict[str, Any]:
     return {"size": int(die.attributes["DW_AT_byte_size"].value), "members": members}
 
 
-def _definitions(top: Any, wanted: set) -> Iterator[Tuple[str, Any]]:
+def _definitions(top: Any, wanted: Set[str]) -> Iterator[Tuple[str, Any]]:
     """Full (non-declaration) definitions of wanted classes at a unit's top level."""
     for die in top.iter_children():
         if die.tag not in ("DW_TAG_class_type", "DW_TAG_structure_type"):
