@@ -27,6 +27,7 @@ from typing import Callable, Dict, List
 import numpy as np
 
 from procgen_entities import parse_states
+from procgen_entities.games import NUM_ACTIONS
 from procgen_entities.reference import reference_parse_states
 
 NUM_ENVS = 64
@@ -45,7 +46,7 @@ def bench(game: str, grid: bool, mode: str, repeats: int, warmup_steps: int) -> 
     env = ProcgenGym3Env(num=NUM_ENVS, env_name=game, distribution_mode=mode, rand_seed=0)
     rng = np.random.default_rng(0)
     for _ in range(warmup_steps):
-        env.act(rng.integers(0, 15, size=NUM_ENVS))
+        env.act(rng.integers(0, NUM_ACTIONS, size=NUM_ENVS))
     states = env.callmethod("get_state")  # also waits for procgen's stepping threads
     parse_states(states, grid=grid)  # warm caches (game spec, field indices)
 

@@ -38,6 +38,8 @@ from typing import Any, Callable, Dict, List
 
 import numpy as np
 
+from procgen_entities.games import NUM_ACTIONS
+
 SAMPLING_FORMS = [("vector_entry_point", 1), ("vector_entry_point", 2), ("sync", 1), ("sync", 2)]
 
 
@@ -80,7 +82,7 @@ def alone_runner(game: str, envs: int, threads: int, steps: int) -> Callable[[],
 
     env = EntityVectorEnv(game, envs, **env_options(game, env_threads=threads))
     env.reset(seed=0)
-    actions = np.random.default_rng(0).integers(0, 15, (32, envs))
+    actions = np.random.default_rng(0).integers(0, NUM_ACTIONS, (32, envs))
 
     def run() -> int:
         for i in range(steps):

@@ -19,6 +19,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from procgen_entities.games import NUM_ACTIONS
 from procgen_entities.stepper import ProcgenStepper
 
 
@@ -27,7 +28,7 @@ def rates(
 ) -> Dict[str, float]:
     """Median env steps/s per thread count (None: the default)."""
     rng = np.random.default_rng(0)
-    actions = rng.integers(0, 15, (16, envs)).astype(np.int32)
+    actions = rng.integers(0, NUM_ACTIONS, (16, envs)).astype(np.int32)
     steppers = {
         ("default" if t is None else str(t)): ProcgenStepper(
             game, envs, seed=0, num_threads=t, engine="headless"

@@ -17,6 +17,7 @@ import numpy as np
 from procgen import ProcgenGym3Env
 
 from procgen_entities import parse_states
+from procgen_entities.games import NUM_ACTIONS
 from procgen_entities.tilemap import COLUMN_TERRAIN, MODES, tilemap_to_entities_batch
 
 
@@ -54,7 +55,7 @@ def main() -> None:
     )  # fmt: skip
     rng = np.random.default_rng(0)
     for _ in range(30):  # spread the agents out a little
-        env.act(rng.integers(0, 15, size=args.batch).astype(np.int32))
+        env.act(rng.integers(0, NUM_ACTIONS, size=args.batch).astype(np.int32))
     get_state = per_call(lambda: env.callmethod("get_state"), args.repeat) / args.batch
     batch = parse_states(env.callmethod("get_state"))
     grids = batch.grid

@@ -3,8 +3,8 @@
     python benchmarks/bench_vec_env.py [--games coinrun bigfish] [--envs 64 256]
                                        [--steps 40] [--repeats 7] [--seed-style]
 
-Each game runs with its training observation (coinrun: tilemap="columns"; every game:
-relative_positions=True), random actions, hard mode. Runners, all with the same env count:
+Each game runs with its training observation (Game.training_tilemap, coinrun "columns"; every
+game: relative_positions=True), random actions, hard mode. Runners, all with the same env count:
   pixels          procgen act + observe: what pixel agents pay (the baseline of the ratios)
   serial          procgen act + get_state in a Python loop: states, no entities
   headless/direct/get_state   ProcgenVecEnv with that engine, default threads (cores)
@@ -28,9 +28,14 @@ from ragged_buffer import RaggedBufferI64
 
 from procgen_entities.backends import backend_name
 from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
+from procgen_entities.games import NUM_ACTIONS, get_game
 from procgen_entities.procgen_envs import make_procgen_env
 
-TRAINING_OBS: Dict[str, Dict[str, Any]] = {"coinrun": {"tilemap": "columns"}}
+
+def training_obs(game: str) -> Dict[str, Any]:
+    """The game's training tilemap (``Game.training_tilemap``; none for entity-only games)."""
+    tilemap = get_game(game).training_tilemap
+    return {} if tilemap is None else {"tilemap": tilemap}
 
 
 def interleaved_rates(
@@ -53,21 +58,19 @@ def action_batches(n: int, count: int = 32) -> List[Dict[str, RaggedBufferI64]]:
     rng = np.random.default_rng(0)
     ones = np.ones(n, dtype=np.int64)
     return [
-        {"move": RaggedBufferI64.from_flattened(rng.integers(0, 15, (n, 1)), ones)}
+        {"move": RaggedBufferI64.from_flattened(rng.integers(0, NUM_ACTIONS, (n, 1)), ones)}
         for _ in range(count)
     ]
 
 
 def vec_env(game: str, n: int, **kw: Any) -> ProcgenVecEnv:
-    env = ProcgenVecEnv(
-        game, n, seed=0, relative_positions=True, **TRAINING_OBS.get(game, {}), **kw
-    )
+    env = ProcgenVecEnv(game, n, seed=0, relative_positions=True, **training_obs(game), **kw)
     env.reset(env.obs_space())
     return env
 
 
 def bench_game(game: str, n: int, steps: int, repeats: int, seed_style: bool) -> Dict[str, float]:
-    raw = np.random.default_rng(0).integers(0, 15, (32, n)).astype(np.int32)
+    raw = np.random.default_rng(0).integers(0, NUM_ACTIONS, (32, n)).astype(np.int32)
     acts = action_batches(n)
     serial_env = make_procgen_env(game, n, rand_seed=0)
     pixel_env = make_procgen_env(game, n, rand_seed=0)

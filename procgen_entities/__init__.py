@@ -6,6 +6,9 @@ The core (parser, games, tilemaps, engine) needs only numpy; the entity-gym adap
 
 from typing import TYPE_CHECKING, Any
 
+#: The package version, the one place it is written (pyproject.toml reads it; CHANGELOG.md).
+__version__ = "0.1.0"
+
 from procgen_entities.errors import MixedBatchError, ProcgenEntitiesError, StateDecodeError
 from procgen_entities.games import ENTITY_FIELDS, GAME_NAMES, GAMES, Game, get_game
 from procgen_entities.level_text import level_from_text, level_to_text

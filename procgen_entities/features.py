@@ -13,9 +13,17 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
 from procgen_entities import _collector
-from procgen_entities.games import ENTITY_FIELDS, Game, get_game
+from procgen_entities.games import (
+    ACTION_LABELS,
+    ENTITY_FIELDS,
+    GAMES,
+    DerivedFeature,
+    Game,
+    get_game,
+)
 
 __all__ = [
     "ACTION_LABELS",
@@ -34,48 +42,71 @@ __all__ = [
     "on_ground",
 ]
 
-#: The 15 button combinations procgen maps its discrete actions to (procgen's get_combos order).
-ACTION_LABELS: Tuple[str, ...] = (
-    "left_down", "left", "left_up", "down", "noop", "up", "right_down", "right", "right_up",
-    "key_d", "key_a", "key_w", "key_s", "key_q", "key_e",
-)  # fmt: skip
-
-#: Entity features computed from the raw record relative to the player (C feature codes).
+#: Entity features relative to the player (C feature codes). One name, two origins, both
+#: pinned (tests/data/obs_spaces.json, the committed checkpoints), so neither is renamed:
+#:
+#: - on an entity type of the game, ``rel_x`` is the entity's ``x`` minus the Player entity's
+#:   ``x`` in the same state (``rel_y`` likewise), computed in C from the raw records
+#:   (csrc/state_set.c); the Player itself has none;
+#: - on a tilemap type (tilemap.py, ``window=True``), ``rel_x`` is the tile entity's ``x`` minus
+#:   the camera centre ``center_x`` (``Column``: ``rel_y`` is ``height - center_y``).
+#:
+#: The camera centre is the player's position where procgen centres the camera on the agent
+#: (BasicAbstractGame::choose_center, basic-abstract-game.cpp:664-667); climber and fruitbot
+#: choose another centre (climber.cpp:261-265: the level's middle in x, above the player in y),
+#: so there the two origins differ. The padded adapter ranks every type's rows by
+#: ``rel_x^2 + rel_y^2`` where it has them (csrc/padding.c): tiles nearest the camera centre,
+#: entities nearest the player.
 RELATIVE_FEATURES = {"rel_x": _collector.FEATURE_REL_X, "rel_y": _collector.FEATURE_REL_Y}
-#: Entity features derived in Python from per-state vectors (plunder: is this ship a target?).
-DERIVED_ENTITY_FEATURES = frozenset({"is_target"})
+
+
+def _derived_entity_features() -> Dict[str, DerivedFeature]:
+    """Every game's derived entity features by name; a name means one thing in every game."""
+    out: Dict[str, DerivedFeature] = {}
+    for game in GAMES.values():
+        for name, spec in game.derived_features.items():
+            if out.setdefault(name, spec) != spec:
+                raise ValueError(f"derived feature {name!r} is declared twice differently")
+    return out
+
+
+#: Entity features that are lookups in per-state vectors (declared as data with the games,
+#: ``Game.derived_features``; plunder: is this ship a target?).
+DERIVED_ENTITY_FEATURES: Mapping[str, DerivedFeature] = _derived_entity_features()
 
 
 @dataclass
 class StepValues:
     """Per-state numbers the global features are computed from (arrays of length n)."""
 
-    scalars: Mapping[str, np.ndarray]  # header/base scalars by name
-    extras: Mapping[str, np.ndarray]  # trailer scalars by name
-    vector_heads: Mapping[str, np.ndarray]  # trailer vector name -> [n, k] first items
+    scalars: Mapping[str, npt.NDArray[Any]]  # header/base scalars by name
+    extras: Mapping[str, npt.NDArray[Any]]  # trailer scalars by name
+    vector_heads: Mapping[str, npt.NDArray[Any]]  # trailer vector name -> [n, k] first items
     #: the episode that ended at this step ended by the time limit, not by the game
-    truncated: Optional[np.ndarray] = None
+    truncated: Optional[npt.NDArray[Any]] = None
     #: platformers: [n, 3] cells under the player's bottom corners and its vy (player_footing)
-    footing: Optional[np.ndarray] = None
+    footing: Optional[npt.NDArray[Any]] = None
 
 
-def _scaled_time(v: StepValues) -> np.ndarray:
-    return v.scalars["cur_time"] / np.maximum(v.scalars["timeout"], 1)
+def _scaled_time(v: StepValues) -> npt.NDArray[Any]:
+    scaled: npt.NDArray[Any] = v.scalars["cur_time"] / np.maximum(v.scalars["timeout"], 1)
+    return scaled
 
 
-def _chaser_eat_time_left(v: StepValues) -> np.ndarray:
+def _chaser_eat_time_left(v: StepValues) -> npt.NDArray[Any]:
     since = v.scalars["cur_time"] - v.extras["eat_time"]
     timeout = np.maximum(v.extras["eat_timeout"], 1)
-    return np.clip(timeout - since, 0, None) / timeout
+    left: npt.NDArray[Any] = np.clip(timeout - since, 0, None) / timeout
+    return left
 
 
-def _vector_item(name: str, k: int) -> Callable[[StepValues], np.ndarray]:
+def _vector_item(name: str, k: int) -> Callable[[StepValues], npt.NDArray[Any]]:
     return lambda v: v.vector_heads[name][:, k]
 
 
 #: Global features that are not a single stored field. Every other global is read by name from
 #: the trailer scalars, then from the header/base scalars.
-DERIVED_GLOBALS: Dict[str, Callable[[StepValues], np.ndarray]] = {
+DERIVED_GLOBALS: Dict[str, Callable[[StepValues], npt.NDArray[Any]]] = {
     "step_fraction": _scaled_time,
     "enemies_edible": lambda v: (_chaser_eat_time_left(v) > 0).astype(np.float64),
     "eat_time_left": _chaser_eat_time_left,
@@ -126,7 +157,7 @@ def native_global_ops(game: Game, names: Sequence[str]) -> np.ndarray:
     return ops
 
 
-def on_ground(game: Game, v: StepValues) -> np.ndarray:
+def on_ground(game: Game, v: StepValues) -> npt.NDArray[Any]:
     """1.0 where the player can jump at the next step (``game.support``): a supporting tile or
     the world's edge under a bottom corner (and, per game, at rest or on a crate). procgen's own
     ``has_support`` is this value one step late."""
@@ -142,10 +173,10 @@ def on_ground(game: Game, v: StepValues) -> np.ndarray:
         supported |= v.extras[support.flag] != 0
     if support.at_rest:
         supported &= vy == 0
-    return supported.astype(np.float64)
+    return np.asarray(supported, dtype=np.float64)
 
 
-def batch_footing(batch: Any) -> np.ndarray:
+def batch_footing(batch: Any) -> npt.NDArray[Any]:
     """``player_footing`` of a parsed StateBatch (either parser), computed here in numpy: an
     independent check of the C version, and the footing of the reference baseline."""
     n = len(batch)
@@ -164,7 +195,7 @@ def batch_footing(batch: Any) -> np.ndarray:
     return out
 
 
-def _cell_at(grid: np.ndarray, x: np.float32, y: np.float32) -> float:
+def _cell_at(grid: npt.NDArray[Any], x: np.float32, y: np.float32) -> float:
     if x < 0 or y < 0:
         return float(_collector.CELL_OUTSIDE)
     cx, cy = int(np.floor(x)), int(np.floor(y))
@@ -173,7 +204,7 @@ def _cell_at(grid: np.ndarray, x: np.float32, y: np.float32) -> float:
     return float(grid[cy, cx])
 
 
-def batch_in_view(batch: Any) -> np.ndarray:
+def batch_in_view(batch: Any) -> npt.NDArray[Any]:
     """bool per entity row of a parsed StateBatch: does it overlap the square its state's camera
     shows (``center +- view_dim / 2``)? What ``EntityPlan(window=True)`` keeps, in numpy."""
     env_of = np.repeat(np.arange(len(batch)), batch.entity_counts)
@@ -181,11 +212,12 @@ def batch_in_view(batch: Any) -> np.ndarray:
     half = (batch.scalars["view_dim"].astype(np.float32) / np.float32(2))[env_of]
     dx = np.abs(field["x"] - batch.scalars["center_x"].astype(np.float32)[env_of])
     dy = np.abs(field["y"] - batch.scalars["center_y"].astype(np.float32)[env_of])
-    return (dx < half + np.abs(field["rx"])) & (dy < half + np.abs(field["ry"]))
+    inside: npt.NDArray[Any] = (dx < half + np.abs(field["rx"])) & (dy < half + np.abs(field["ry"]))
+    return inside
 
 
 #: Global features computed from the game's declaration as well as the step's values.
-GAME_DERIVED_GLOBALS: Dict[str, Callable[[Game, StepValues], np.ndarray]] = {
+GAME_DERIVED_GLOBALS: Dict[str, Callable[[Game, StepValues], npt.NDArray[Any]]] = {
     "on_ground": on_ground,
 }
 VECTOR_HEAD_ITEMS = 6  # enough for heist has_keys (<= 3) and plunder target_bools (6)
@@ -262,7 +294,7 @@ def available_globals(game: Game) -> List[str]:
     return list(dict.fromkeys([*names, *game.trailer_scalars]))
 
 
-def global_features(game: Game, names: Sequence[str], values: StepValues) -> np.ndarray:
+def global_features(game: Game, names: Sequence[str], values: StepValues) -> npt.NDArray[Any]:
     """float32 [n, len(names)] global features."""
     n = len(values.scalars["cur_time"])
     out = np.empty((n, len(names)), dtype=np.float32)
@@ -315,7 +347,7 @@ class EntityPlan:
             for column, feature in enumerate(entity.features):
                 if feature in DERIVED_ENTITY_FEATURES:
                     derived.append((column, feature))
-                    codes.append(ENTITY_FIELDS.index("image_theme"))
+                    codes.append(ENTITY_FIELDS.index(DERIVED_ENTITY_FEATURES[feature].index))
                 elif feature in RELATIVE_FEATURES:
                     codes.append(RELATIVE_FEATURES[feature])
                 else:
@@ -340,13 +372,13 @@ class EntityPlan:
         self.global_features = list(requested.global_features)
 
     @property
-    def arrays(self) -> Tuple[np.ndarray, ...]:
+    def arrays(self) -> Tuple[npt.NDArray[Any], ...]:
         """What ``StateCollector.set_plan`` takes."""
         return (self.type_to_slot, self.feature_start, self.codes, self.condition, self.windowed)
 
     def gather(
         self, collector: Any, n: int, values: StepValues
-    ) -> Tuple[List[np.ndarray], np.ndarray]:
+    ) -> Tuple[List[npt.NDArray[Any]], npt.NDArray[Any]]:
         """The entities of the ``n`` states in a StateCollector whose plan is this one: float32
         rows per slot (env after env, derived features filled) and int64 [slots, n] counts."""
         n_slots = len(self.entity_types)
@@ -365,16 +397,17 @@ class EntityPlan:
 
 
 def apply_derived_features(
-    slot_rows: np.ndarray,
+    slot_rows: npt.NDArray[Any],
     derived: Sequence[Tuple[int, str]],
-    counts: np.ndarray,
+    counts: npt.NDArray[Any],
     values: StepValues,
 ) -> None:
-    """Fill derived entity columns in place (their raw input was gathered into the column)."""
+    """Fill derived entity columns in place: each column holds its feature's raw index field
+    (``DerivedFeature.index``, gathered there) and becomes that item of the state's vector."""
     if not derived or len(slot_rows) == 0:
         return
     env_of_row = np.repeat(np.arange(len(counts)), counts)
     for column, name in derived:
-        if name == "is_target":
-            theme = slot_rows[:, column].astype(np.int64).clip(0, VECTOR_HEAD_ITEMS - 1)
-            slot_rows[:, column] = values.vector_heads["target_bools"][env_of_row, theme]
+        spec = DERIVED_ENTITY_FEATURES[name]
+        index = slot_rows[:, column].astype(np.int64).clip(0, VECTOR_HEAD_ITEMS - 1)
+        slot_rows[:, column] = values.vector_heads[spec.vector][env_of_row, index]

@@ -17,11 +17,16 @@ from types import MappingProxyType
 from typing import Mapping
 
 __all__ = [
+    "ACTION_LABELS",
+    "DISTRIBUTION_MODE_IDS",
+    "DerivedFeature",
     "ENTITY_FIELDS",
     "ENTITY_INT_FIELDS",
     "GAMES",
     "ANCHOR_SOURCES",
     "GAME_NAMES",
+    "NOOP_ACTION",
+    "NUM_ACTIONS",
     "TRAILER_KINDS",
     "Game",
     "default_caps",
@@ -51,6 +56,36 @@ ENTITY_INT_FIELDS: frozenset[str] = frozenset(
 TRAILER_KINDS: tuple[str, ...] = ("i", "f", "b", "vi", "vf", "vb", "ve")
 
 SPACE_TILE = 100
+
+#: The 15 button combinations procgen maps its discrete actions to, the same in every game
+#: (procgen/env.py get_combos, 0.10.7). Every action count and the no-op
+#: in the package are read from here.
+ACTION_LABELS: tuple[str, ...] = (
+    "left_down", "left", "left_up", "down", "noop", "up", "right_down", "right", "right_up",
+    "key_d", "key_a", "key_w", "key_s", "key_q", "key_e",
+)  # fmt: skip
+NUM_ACTIONS: int = len(ACTION_LABELS)
+NOOP_ACTION: int = ACTION_LABELS.index("noop")
+
+#: procgen's distribution modes by name, with the code its options and the state header store
+#: (src/game.h: EasyMode 0, HardMode 1, ExtremeMode 2, MemoryMode 10). procgen's "exploration"
+#: is hard mode on one fixed level (Game.exploration_level), not a code of its own.
+DISTRIBUTION_MODE_IDS: Mapping[str, int] = MappingProxyType(
+    {"easy": 0, "hard": 1, "extreme": 2, "memory": 10}
+)
+
+
+@dataclass(frozen=True)
+class DerivedFeature:
+    """An entity feature that is no field of procgen's entity record but a lookup: the raw field
+    ``index`` of each entity is gathered into the feature's column, then replaced by item
+    ``index`` of the state's trailer vector ``vector`` (features.apply_derived_features; indices
+    are clipped to the first features.VECTOR_HEAD_ITEMS items)."""
+
+    #: the raw entity field (ENTITY_FIELDS) that indexes the vector
+    index: str
+    #: the trailer vector (of this game) looked up
+    vector: str
 
 
 @dataclass(frozen=True)
@@ -96,11 +131,14 @@ class Game:
     with the reason. ``features``: the entity features every type gets; ``type_features`` adds
     per-type extras. ``hidden_unless``: entity type -> trailer scalar that must be non-zero for
     it to be in the world. ``tiles``: tile class name -> tile ids (empty for entity-only games).
-    ``global_features``: per-state values exposed as entity-gym global features (trailer or
-    header fields by name, or a derived value from adapters.DERIVED_GLOBALS).
+    ``global_features``: per-state values exposed as global features (trailer or header fields
+    by name, or a derived value from features.DERIVED_GLOBALS / GAME_DERIVED_GLOBALS).
     """
 
     name: str
+    #: The game's C++ class in procgen (src/games/<name>.cpp): what the engine's DWARF layout
+    #: (engine/dwarf.py) reads and the write programs (engine/layout.py) are built on.
+    cpp_class: str
     trailer: tuple[tuple[str, str], ...]
     entity_types: Mapping[int, str]
     features: tuple[str, ...] = ("x", "y", "vx", "vy")
@@ -117,6 +155,9 @@ class Game:
     invariants: tuple[str, ...] = ()
     #: procgen's distribution modes for the game (procgen aborts the process for the others).
     modes: tuple[str, ...] = ("easy", "hard")
+    #: The one level of procgen's "exploration" mode (hard mode on that level seed; procgen/env.py
+    #: EXPLORATION_LEVEL_SEEDS), for the games that have the mode.
+    exploration_level: int | None = None
     #: Platformers' terrain for the tilemap "columns" mode: (class of a column's body, class that
     #: may cap it or None).
     column_terrain: tuple[str, str | None] | None = None
@@ -134,6 +175,9 @@ class Game:
     #: Published returns to beat (easy, full distribution, 25M steps, episode return during
     #: training), by ANCHOR_SOURCES key: what docs/training.md and the curves compare against.
     anchors: Mapping[str, float] = field(default_factory=dict)
+    #: Entity features that are lookups rather than record fields, by feature name (one
+    #: definition per name across the games: features.DERIVED_ENTITY_FEATURES).
+    derived_features: Mapping[str, DerivedFeature] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name, kind in self.trailer:
@@ -158,6 +202,18 @@ class Game:
             raise ValueError(f"{self.name}: unknown anchors {sorted(self.anchors)}")
         if not set(self.training_caps) <= known | {"Column"}:
             raise ValueError(f"{self.name}: unknown capped types {sorted(self.training_caps)}")
+        self._check_features()
+
+    def _check_features(self) -> None:
+        """Every declared entity feature is a record field or one of the game's derived
+        features, and every derived feature reads a record field and one of its vectors."""
+        for name, spec in self.derived_features.items():
+            if spec.index not in ENTITY_FIELDS or spec.vector not in self.trailer_vectors:
+                raise ValueError(f"{self.name}: derived feature {name!r} reads unknown fields")
+        declared = set(self.features).union(*self.type_features.values())
+        unknown = declared - set(ENTITY_FIELDS) - set(self.derived_features)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown entity features {sorted(unknown)}")
 
     def invariant_terms(self) -> tuple[tuple[str, tuple[str, int], tuple[str, int]], ...]:
         """Each invariant as pairs of terms: (text, (kind, index), (kind, index)) with kind in
@@ -225,6 +281,7 @@ _PLATFORM_PHYSICS = (("gravity", "f"), ("air_control", "f"))
 _GAME_LIST = [
     Game(
         name="bigfish",
+        cpp_class="BigFish",
         anchors={"pixel_ppo": 16.46, "roguenet_2022": 34.0},
         trailer=(("fish_eaten", "i"), ("r_inc", "f")),
         entity_types={0: "Player", 2: "Fish"},
@@ -233,6 +290,7 @@ _GAME_LIST = [
     ),
     Game(
         name="bossfight",
+        cpp_class="BossfightGame",
         invariants=("len(attack_modes) == num_rounds",),
         trailer=(("attack_modes", "vi"),)
         + _ints(
@@ -279,6 +337,8 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="caveflyer",
+        exploration_level=1259048185,
+        cpp_class="CaveFlyerGame",
         modes=("easy", "hard", "memory"),
         trailer=(),
         entity_types={
@@ -298,6 +358,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="chaser",
+        cpp_class="ChaserGame",
         modes=("easy", "hard", "extreme"),
         invariants=("len(is_space_vec) == grid.cells",),
         trailer=(("free_cells", "vi"), ("is_space_vec", "vb"))
@@ -319,6 +380,8 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="climber",
+        exploration_level=1561126160,
+        cpp_class="Climber",
         anchors={"pixel_ppo": 8.7, "roguenet_2022": 5.2},
         column_terrain=("Wall", None),
         return_range=(2.0, 12.6),
@@ -342,6 +405,8 @@ _GAME_LIST = [
     ),
     Game(
         name="coinrun",
+        exploration_level=1949448038,
+        cpp_class="CoinRun",
         anchors={"pixel_ppo": 9.2, "roguenet_2022": 9.4},
         column_terrain=("Wall", "Lava"),
         return_range=(5.0, 10.0),
@@ -363,6 +428,7 @@ _GAME_LIST = [
     ),
     Game(
         name="dodgeball",
+        cpp_class="DodgeballGame",
         modes=("easy", "hard", "extreme", "memory"),
         trailer=_floats("min_dim", "hard_min_dim", "ball_vscale", "ball_r")
         + _ints("last_fire_time", "num_enemies", "enemy_fire_delay"),
@@ -380,6 +446,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="fruitbot",
+        cpp_class="FruitBotGame",
         trailer=_floats("min_dim", "bullet_vscale") + _ints("last_fire_time"),
         entity_types={
             0: "Player",
@@ -395,6 +462,8 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="heist",
+        exploration_level=876640971,
+        cpp_class="HeistGame",
         modes=("easy", "hard", "memory"),
         trailer=_ints("num_keys", "world_dim") + (("has_keys", "vb"),),
         invariants=("world_dim == grid.w == grid.h", "len(has_keys) == num_keys"),
@@ -408,6 +477,8 @@ _GAME_LIST = [
     ),
     Game(
         name="jumper",
+        exploration_level=1434825276,
+        cpp_class="Jumper",
         modes=("easy", "hard", "memory"),
         column_terrain=("Wall", None),
         trailer=_ints("jump_count", "jump_delta", "jump_time")
@@ -423,6 +494,8 @@ _GAME_LIST = [
     ),
     Game(
         name="leaper",
+        exploration_level=1318677581,
+        cpp_class="LeaperGame",
         modes=("easy", "hard", "extreme"),
         trailer=(("bottom_road_y", "i"), ("road_lane_speeds", "vf"), ("bottom_water_y", "i"))
         + (("water_lane_speeds", "vf"), ("goal_y", "i")),
@@ -433,6 +506,8 @@ _GAME_LIST = [
     ),
     Game(
         name="maze",
+        exploration_level=158988835,
+        cpp_class="MazeGame",
         modes=("easy", "hard", "memory"),
         trailer=_ints("maze_dim", "world_dim"),
         invariants=("world_dim == grid.w == grid.h",),
@@ -443,6 +518,7 @@ _GAME_LIST = [
     ),
     Game(
         name="miner",
+        cpp_class="MinerGame",
         modes=("easy", "hard", "memory"),
         trailer=_ints("diamonds_remaining"),
         entity_types={0: "Player", 6: "Exit"},
@@ -460,6 +536,8 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="ninja",
+        exploration_level=1123500215,
+        cpp_class="Ninja",
         anchors={"pixel_ppo": 9.0, "roguenet_2022": 6.4},
         column_terrain=("Wall", None),
         return_range=(3.5, 10.0),
@@ -480,6 +558,7 @@ _GAME_LIST = [
     ),
     Game(
         name="plunder",
+        cpp_class="PlunderGame",
         invariants=(
             "len(lane_directions) == num_lanes == len(lane_vels)",
             "len(target_bools) == len(image_permutation)",
@@ -491,6 +570,8 @@ _GAME_LIST = [
         entity_types={0: "Player", 1: "PlayerBullet", 6: "Panel", 7: "Ship", 54: "Explosion"},
         features=("x", "y", "vx", "vy", "rx"),
         type_features={"Ship": ("image_theme", "is_target")},
+        # a ship is a target iff target_bools[its image_theme] (plunder.cpp:79-81 is_target)
+        derived_features={"is_target": DerivedFeature(index="image_theme", vector="target_bools")},
         ignored_types={2: "target legend (HUD)", 3: "target legend background (HUD)"},
         global_features=(
             "juice_left",
@@ -505,6 +586,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="starpilot",
+        cpp_class="StarPilotGame",
         anchors={"pixel_ppo": 30.99},
         modes=("easy", "hard", "extreme"),
         trailer=(("spawners", "ve"),),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -47,10 +47,10 @@ class StateBatch:
     entities: npt.NDArray[np.float32]
     entity_counts: npt.NDArray[np.int64]
     grid: Optional[npt.NDArray[np.int32]]
-    extras: Dict[str, np.ndarray]
-    vectors: Dict[str, np.ndarray]
+    extras: Dict[str, npt.NDArray[Any]]
+    vectors: Dict[str, npt.NDArray[Any]]
     vector_counts: Dict[str, npt.NDArray[np.int64]]
-    scalars: Dict[str, np.ndarray]
+    scalars: Dict[str, npt.NDArray[Any]]
     sizes: npt.NDArray[np.int64]
 
     def __len__(self) -> int:
@@ -67,7 +67,7 @@ class StateBatch:
         offsets = self.entity_offsets
         return self.entities[offsets[i] : offsets[i + 1]]
 
-    def vector(self, name: str, i: int) -> np.ndarray:
+    def vector(self, name: str, i: int) -> npt.NDArray[Any]:
         """State ``i``'s items of trailer vector ``name`` (``i`` as for state_entities)."""
         counts = self.vector_counts[name]
         i = self._index(i)
@@ -87,13 +87,13 @@ class StateBatch:
         cls,
         game: str,
         *,
-        scalars: Dict[str, np.ndarray],
+        scalars: Dict[str, npt.NDArray[Any]],
         entity_fields: Tuple[str, ...],
         entities: npt.NDArray[np.float32],
         entity_counts: npt.NDArray[np.int64],
         grid: Optional[npt.NDArray[np.int32]],
-        extras: Dict[str, np.ndarray],
-        vectors: Dict[str, np.ndarray],
+        extras: Dict[str, npt.NDArray[Any]],
+        vectors: Dict[str, npt.NDArray[Any]],
         vector_counts: Dict[str, npt.NDArray[np.int64]],
         sizes: npt.NDArray[np.int64],
     ) -> "StateBatch":
@@ -129,7 +129,7 @@ def game_spec(game: str, check_invariants: bool = True) -> _parser.GameSpec:
 
 
 @lru_cache(maxsize=64)
-def _field_indices(fields: Tuple[str, ...]) -> np.ndarray:
+def _field_indices(fields: Tuple[str, ...]) -> npt.NDArray[Any]:
     unknown = [f for f in fields if f not in ENTITY_FIELDS]
     if unknown:
         raise ValueError(
@@ -140,7 +140,7 @@ def _field_indices(fields: Tuple[str, ...]) -> np.ndarray:
     return indices
 
 
-def entity_field_indices(fields: Sequence[str]) -> np.ndarray:
+def entity_field_indices(fields: Sequence[str]) -> npt.NDArray[Any]:
     """int32 indices into the 31-field entity record; ValueError naming unknown fields."""
     return _field_indices(tuple(fields))
 
@@ -156,7 +156,9 @@ def _detect_game(states: Sequence[BytesLike], game: Optional[str]) -> Game:
     return GAMES[name]
 
 
-def _split_vectors(game: Game, raw: dict) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]:
+def _split_vectors(
+    game: Game, raw: Dict[str, Any]
+) -> Tuple[Dict[str, npt.NDArray[Any]], Dict[str, npt.NDArray[Any]]]:
     names = game.trailer_vectors
     if not names:
         return {}, {}
@@ -230,7 +232,7 @@ def parse_states(
 @lru_cache(maxsize=None)
 def _casts(
     names: Tuple[str, ...], kinds: Tuple[str, ...]
-) -> Tuple[Tuple[type, np.ndarray, Tuple[str, ...]], ...]:
+) -> Tuple[Tuple[type, npt.NDArray[Any], Tuple[str, ...]], ...]:
     """Per kind: its dtype, the columns of that kind and their names."""
     plan = []
     for kind, dtype in _KIND_DTYPES.items():
@@ -241,10 +243,10 @@ def _casts(
 
 
 def _columns_by_kind(
-    columns: np.ndarray, names: Sequence[str], kinds: Sequence[str]
-) -> Dict[str, np.ndarray]:
+    columns: npt.NDArray[Any], names: Sequence[str], kinds: Sequence[str]
+) -> Dict[str, npt.NDArray[Any]]:
     """Name -> column of a float64 [n, k] array, cast to its kind's dtype (one cast per kind)."""
-    out: Dict[str, np.ndarray] = {}
+    out: Dict[str, npt.NDArray[Any]] = {}
     for dtype, picked, picked_names in _casts(tuple(names), tuple(kinds)):
         out.update(zip(picked_names, columns[:, picked].T.astype(dtype)))  # rows: contiguous
     return {name: out[name] for name in names}  # in the declared order

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import operator
 import os
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Mapping
 
 from procgen_entities.errors import UsageError
-from procgen_entities.games import GAMES, get_game
+from procgen_entities.games import DISTRIBUTION_MODE_IDS, GAMES, get_game
 
 __all__ = [
     "EXPLORATION_LEVELS",
@@ -25,20 +25,13 @@ __all__ = [
 ]
 
 #: procgen's distribution modes.
-DISTRIBUTION_MODES = ("easy", "hard", "extreme", "memory", "exploration")
+DISTRIBUTION_MODES = (*DISTRIBUTION_MODE_IDS, "exploration")
 #: procgen's "exploration" mode is hard mode on one fixed level, for these games only (the level
 #: seeds are procgen's own, procgen/env.py EXPLORATION_LEVEL_SEEDS). procgen's gym3 env refuses
 #: the mode whenever num_levels or start_level is passed at all, which every env here does, so
 #: this package translates the mode itself (see procgen_options).
-EXPLORATION_LEVELS = {
-    "coinrun": 1949448038,
-    "caveflyer": 1259048185,
-    "leaper": 1318677581,
-    "jumper": 1434825276,
-    "maze": 158988835,
-    "heist": 876640971,
-    "climber": 1561126160,
-    "ninja": 1123500215,
+EXPLORATION_LEVELS: Mapping[str, int] = {
+    g.name: g.exploration_level for g in GAMES.values() if g.exploration_level is not None
 }
 #: Modes only some games have (procgen aborts the whole process for the others), from games.py.
 MODE_GAMES = {
@@ -111,7 +104,7 @@ def _check_resource_root(root: Any) -> str:
     return path if path.endswith(os.sep) else path + os.sep
 
 
-def check_procgen_options(game: str, options: dict) -> None:
+def check_procgen_options(game: str, options: Dict[str, Any]) -> None:
     """Refuse options that would make procgen abort the process or fail obscurely."""
     procgen_options(game, options)
 

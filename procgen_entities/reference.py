@@ -13,9 +13,10 @@ a ``State``, as csrc/state_writer.c must write them.
 from __future__ import annotations
 
 import struct
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from procgen_entities.errors import MixedBatchError, StateDecodeError
 from procgen_entities.games import ENTITY_FIELDS, ENTITY_INT_FIELDS, GAMES, Game, get_game
@@ -148,13 +149,13 @@ class _Reader:
         self.need(4, field)
         (value,) = struct.unpack_from("<i", self.data, self.at)
         self.at += 4
-        return value
+        return int(value)
 
     def f32(self, field: str) -> float:
         self.need(4, field)
         (value,) = struct.unpack_from("<f", self.data, self.at)
         self.at += 4
-        return value
+        return float(value)
 
     def boolean(self, field: str) -> bool:
         value = self.i32(field)
@@ -195,10 +196,10 @@ class _ParsedState:
 
     game: str
     scalars: Dict[str, object]
-    entities: np.ndarray  # structured, ENTITY_DTYPE
-    grid: np.ndarray  # int32 [H, W]
+    entities: npt.NDArray[Any]  # structured, ENTITY_DTYPE
+    grid: npt.NDArray[Any]  # int32 [H, W]
     trailer_scalars: Dict[str, object]
-    trailer_vectors: Dict[str, np.ndarray]
+    trailer_vectors: Dict[str, npt.NDArray[Any]]
     size: int
 
 
@@ -211,11 +212,23 @@ def _read_game_name(reader: _Reader) -> str:
 
 
 def _parse_one(data: bytes, index: int, game: Game) -> _ParsedState:
+    """One state, section by section in the format's order (docs/state-format.md)."""
     reader = _Reader(data, index)
     out = _ParsedState()
-    scalars: Dict[str, object] = {}
+    out.scalars = {}
+    out.game = _read_header(reader, game, out.scalars)
+    out.entities, out.grid = _read_base(reader, out.scalars)
+    trailer_at = reader.at
+    out.trailer_scalars, out.trailer_vectors = _read_trailer(reader, game)
+    _read_terminator(reader)
+    _check_invariants(reader, game, out, trailer_at)
+    out.size = len(data)
+    return out
 
-    # HEADER
+
+def _read_header(reader: _Reader, game: Game, scalars: Dict[str, object]) -> str:
+    """HEADER: the game's name (it must be the batch's game), the options, the two RNGs and the
+    step block; the scalars go into ``scalars``."""
     name = _read_game_name(reader)
     if name != game.name:
         raise reader.error("game name differs from the batch's game", 4, "game_name")
@@ -225,8 +238,15 @@ def _parse_one(data: bytes, index: int, game: Game) -> _ParsedState:
     reader.skip_rng("rand_gen")
     for field, kind in STEP:
         scalars[field] = reader.scalar(field, kind)
+    return name
 
-    # BASE
+
+def _read_base(
+    reader: _Reader, scalars: Dict[str, object]
+) -> Tuple[npt.NDArray[Any], npt.NDArray[np.int32]]:
+    """BASE: grid_size, the entities (entity 0 the player), the base scalars, the asset RNG, the
+    camera block and the grid, checked against each other. (entities, grid [H, W])."""
+    data = reader.data
     grid_size_at = reader.at
     grid_size = reader.i32("grid_size")
     count_at = reader.at
@@ -259,57 +279,61 @@ def _parse_one(data: bytes, index: int, game: Game) -> _ParsedState:
     # Storage order is index y*W + x with y = 0 the bottom row: reshape to [H, W] keeps that.
     grid = np.frombuffer(data, dtype="<i4", count=cells, offset=reader.at).reshape(height, width)
     reader.at += 4 * cells
+    return entities, grid
 
-    # TRAILER
-    trailer_at = reader.at
+
+def _read_trailer(
+    reader: _Reader, game: Game
+) -> Tuple[Dict[str, object], Dict[str, npt.NDArray[Any]]]:
+    """TRAILER: the game's fields (games.py order) as (scalars, vectors) by name."""
     trailer_scalars: Dict[str, object] = {}
-    trailer_vectors: Dict[str, np.ndarray] = {}
+    trailer_vectors: Dict[str, npt.NDArray[Any]] = {}
     for field, kind in game.trailer:
         if kind in ("i", "f", "b"):
             trailer_scalars[field] = reader.scalar(field, kind)
         elif kind == "ve":
             k = reader.count(field, ENTITY_BYTES)
-            trailer_vectors[field] = np.frombuffer(data, ENTITY_DTYPE, count=k, offset=reader.at)
+            trailer_vectors[field] = np.frombuffer(
+                reader.data, ENTITY_DTYPE, count=k, offset=reader.at
+            )
             reader.at += k * ENTITY_BYTES
         else:
             k = reader.count(field, 4)
             items = [reader.scalar(field, kind[1]) for _ in range(k)]
             trailer_vectors[field] = np.array(items, dtype=_VECTOR_DTYPES[kind])
+    return trailer_scalars, trailer_vectors
 
-    # TERMINATOR
+
+def _read_terminator(reader: _Reader) -> None:
+    """TERMINATOR: 0xCAFECAFE, and nothing after it."""
     terminator_at = reader.at
     reader.need(4, "terminator")
-    (terminator,) = struct.unpack_from("<I", data, terminator_at)
+    (terminator,) = struct.unpack_from("<I", reader.data, terminator_at)
     if terminator != TERMINATOR:
         raise reader.error("missing 0xCAFECAFE terminator", terminator_at, "terminator")
-    if terminator_at + 4 != len(data):
+    if terminator_at + 4 != len(reader.data):
         raise reader.error("bytes after the terminator", terminator_at + 4, "terminator")
 
-    # INVARIANTS (games.py): equalities that every real state satisfies
+
+def _check_invariants(reader: _Reader, game: Game, state: _ParsedState, trailer_at: int) -> None:
+    """INVARIANTS (games.py): equalities that every real state satisfies."""
+    height, width = state.grid.shape
+    grid_values = {"grid.w": width, "grid.h": height, "grid.cells": width * height}
+
     def value(term: str) -> int:
         term = term.strip()
         if term.startswith("len("):
-            return len(trailer_vectors[term[4:-1]])
-        grid_values = {"grid.w": width, "grid.h": height, "grid.cells": width * height}
+            return len(state.trailer_vectors[term[4:-1]])
         if term in grid_values:
             return grid_values[term]
-        if term in trailer_scalars:
-            return int(trailer_scalars[term])  # type: ignore[call-overload]
+        if term in state.trailer_scalars:
+            return int(cast(Any, state.trailer_scalars[term]))
         return int(term)
 
     for invariant in game.invariants:
         values = [value(term) for term in invariant.split("==")]
         if len(set(values)) != 1:
             raise reader.error("a game invariant does not hold", trailer_at, invariant)
-
-    out.game = name
-    out.scalars = scalars
-    out.entities = entities
-    out.grid = grid
-    out.trailer_scalars = trailer_scalars
-    out.trailer_vectors = trailer_vectors
-    out.size = len(data)
-    return out
 
 
 def _as_bytes(state: object, index: int) -> bytes:
@@ -326,7 +350,7 @@ def _as_bytes(state: object, index: int) -> bytes:
     return view.tobytes()
 
 
-def _records_to_float32(records: np.ndarray, fields: Sequence[str]) -> np.ndarray:
+def _records_to_float32(records: npt.NDArray[Any], fields: Sequence[str]) -> npt.NDArray[Any]:
     """Entity records -> float32 [n, len(fields)]; int fields are converted to float32."""
     out = np.empty((len(records), len(fields)), dtype=np.float32)
     for j, name in enumerate(fields):
@@ -368,6 +392,37 @@ def _parse_all(states: List[bytes], info: Game) -> List[_ParsedState]:
     return parsed
 
 
+def _batch_vectors(
+    info: Game, parsed: Sequence[_ParsedState]
+) -> Tuple[Dict[str, npt.NDArray[Any]], Dict[str, npt.NDArray[np.int64]]]:
+    """Every trailer vector of the batch, flat in state order, and its per-state lengths."""
+    vectors: Dict[str, npt.NDArray[Any]] = {}
+    vector_counts: Dict[str, npt.NDArray[np.int64]] = {}
+    for name, kind in info.trailer:
+        if not kind.startswith("v"):
+            continue
+        per_state = [p.trailer_vectors[name] for p in parsed]
+        vector_counts[name] = np.array([len(v) for v in per_state], dtype=np.int64)
+        if kind == "ve":
+            records = np.concatenate(per_state) if per_state else np.empty(0, ENTITY_DTYPE)
+            vectors[name] = _records_to_float32(records, ENTITY_FIELDS)
+        else:
+            dtype = _VECTOR_DTYPES[kind]
+            vectors[name] = (
+                np.concatenate(per_state).astype(dtype) if per_state else np.empty(0, dtype)
+            )
+    return vectors, vector_counts
+
+
+def _batch_grid(parsed: Sequence[_ParsedState]) -> npt.NDArray[np.int32]:
+    """int32 [n, H, W]: the states' grids (one shape: _parse_all refuses mixed ones)."""
+    shape = parsed[0].grid.shape if parsed else (0, 0)
+    grids = np.empty((len(parsed), *shape), dtype=np.int32)
+    for i, p in enumerate(parsed):
+        grids[i] = p.grid
+    return grids
+
+
 def reference_parse_states(
     states: Sequence[object],
     *,
@@ -385,7 +440,6 @@ def reference_parse_states(
     blobs = [_as_bytes(s, i) for i, s in enumerate(states)]
     info = _batch_game(blobs, game)
     parsed = _parse_all(blobs, info)
-    n = len(parsed)
 
     scalars: Dict[str, Any] = {
         name: np.array([p.scalars[name] for p in parsed], dtype=_KIND_DTYPES[kind])
@@ -396,31 +450,9 @@ def reference_parse_states(
         for name, kind in info.trailer
         if not kind.startswith("v")
     }
-    vectors: Dict[str, np.ndarray] = {}
-    vector_counts: Dict[str, np.ndarray] = {}
-    for name, kind in info.trailer:
-        if not kind.startswith("v"):
-            continue
-        per_state = [p.trailer_vectors[name] for p in parsed]
-        vector_counts[name] = np.array([len(v) for v in per_state], dtype=np.int64)
-        if kind == "ve":
-            records = np.concatenate(per_state) if per_state else np.empty(0, ENTITY_DTYPE)
-            vectors[name] = _records_to_float32(records, ENTITY_FIELDS)
-        else:
-            dtype = _VECTOR_DTYPES[kind]
-            vectors[name] = (
-                np.concatenate(per_state).astype(dtype) if per_state else np.empty(0, dtype)
-            )
-
+    vectors, vector_counts = _batch_vectors(info, parsed)
     records = np.concatenate([p.entities for p in parsed]) if parsed else np.empty(0, ENTITY_DTYPE)
-    if grid:
-        shape = parsed[0].grid.shape if parsed else (0, 0)
-        grid_array: Optional[np.ndarray] = np.empty((n, *shape), dtype=np.int32)
-        for i, p in enumerate(parsed):
-            grid_array[i] = p.grid  # type: ignore[index]
-    else:
-        grid_array = None
-
+    grid_array = _batch_grid(parsed) if grid else None
     return StateBatch.from_parts(
         info.name,
         scalars=scalars,

@@ -29,10 +29,17 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
 from procgen_entities._parser import SCALAR_NAMES, SCALAR_POSITIONS
 from procgen_entities.errors import StateDecodeError
-from procgen_entities.games import ENTITY_FIELDS, ENTITY_INT_FIELDS, get_game, value_ranges
+from procgen_entities.games import (
+    ENTITY_FIELDS,
+    ENTITY_INT_FIELDS,
+    NUM_ACTIONS,
+    get_game,
+    value_ranges,
+)
 from procgen_entities.parse import StateBatch, parse_states
 
 __all__ = ["OPTION_FIELDS", "check_restorable", "check_values", "trial_restore"]
@@ -109,7 +116,7 @@ def _check_ranges(batch: StateBatch, game: str) -> None:
     horizon = float(timeout_range[1])
 
     def check(
-        key: str, values: np.ndarray, is_int: bool, state_of: Any, required: bool = False
+        key: str, values: npt.NDArray[Any], is_int: bool, state_of: Any, required: bool = False
     ) -> None:
         if values.size == 0:
             return
@@ -169,7 +176,7 @@ def _probe_child(game: str, states: Sequence[bytes], options: Dict[str, Any], st
     env.callmethod("set_state", copies)
     rng = np.random.default_rng(0)
     for _ in range(steps):
-        env.act(rng.integers(0, 15, len(copies)).astype(np.int32))
+        env.act(rng.integers(0, NUM_ACTIONS, len(copies)).astype(np.int32))
         env.observe()
     env.callmethod("get_state")
 

@@ -19,7 +19,7 @@ import numpy.typing as npt
 from procgen_entities import _writer
 from procgen_entities._parser import SCALAR_KINDS, SCALAR_NAMES, read_game_name
 from procgen_entities.errors import StateDecodeError, UsageError
-from procgen_entities.games import GAMES, get_game
+from procgen_entities.games import DISTRIBUTION_MODE_IDS, GAMES, get_game
 from procgen_entities.parse import game_spec, parse_states
 from procgen_entities.reference import ENTITY_DTYPE
 
@@ -32,7 +32,7 @@ Rng = Tuple[bool, bytes]
 _SCALAR_TYPES = {"i": int, "f": float, "b": bool}
 _VECTOR_DTYPES = {"vi": np.dtype("<i4"), "vf": np.dtype("<f4"), "vb": np.dtype(np.bool_)}
 #: procgen's distribution_mode codes (the header's value) by the name make_procgen_env takes.
-_MODE_NAMES = {0: "easy", 1: "hard", 2: "extreme", 10: "memory"}
+_MODE_NAMES = {code: name for name, code in DISTRIBUTION_MODE_IDS.items()}
 #: Header options a procgen env is created with for the trial restore.
 _ENV_OPTIONS = (
     "paint_vel_info", "use_monochrome_assets", "restrict_themes", "use_backgrounds",
@@ -57,8 +57,8 @@ class State:
         game: str,
         *,
         scalars: Dict[str, Any],
-        entities: np.ndarray,
-        grid: np.ndarray,
+        entities: npt.NDArray[Any],
+        grid: npt.NDArray[Any],
         trailer: Dict[str, Any],
         rngs: Sequence[Rng],
         base: Optional[bytes] = None,
@@ -90,7 +90,7 @@ class State:
         self._grid = np.array(grid, dtype=np.int32, order="C")
 
     @property
-    def entities(self) -> np.ndarray:
+    def entities(self) -> npt.NDArray[Any]:
         return self._entities
 
     @entities.setter
@@ -130,7 +130,7 @@ class State:
         return f"State({self.game!r}, grid {w}x{h}, {len(self.entities)} entities)"
 
 
-def _entity_records(value: Any, field: str) -> np.ndarray:
+def _entity_records(value: Any, field: str) -> npt.NDArray[Any]:
     """value as a C-contiguous ENTITY_DTYPE array (fields matched by name)."""
     records = np.asarray(value)
     if records.dtype == ENTITY_DTYPE:
@@ -231,7 +231,7 @@ def _writer_item(state: State) -> Tuple[Any, ...]:
     return (scalars, rngs, entities, state.grid, trailer, tuple(vectors))
 
 
-def _bool_words(value: Any, name: str) -> np.ndarray:
+def _bool_words(value: Any, name: str) -> npt.NDArray[Any]:
     """A bool vector as the i32 0/1 words it is stored as; other values are refused."""
     values = np.asarray(value).reshape(-1)
     if values.dtype != np.bool_ and values.size and not np.isin(values, (0, 1)).all():

@@ -28,8 +28,10 @@ center_y, view_dim)`` in world units, as in the state's camera fields (``StateBa
 the crop is the ``n x n`` cells (``n = round(view_dim)``) whose centres lie in it. Cells outside
 the world take the game's ``out_of_bounds_tile`` (a wall in most games; none = empty). With a
 window every entity also gets ``rel_x, rel_y`` = its position minus the window centre (the
-agent's position when the game centres the camera on it); for ``Column`` ``rel_y`` is
-``height - center_y`` and the stack rises from the window's bottom row.
+agent's position when the game centres the camera on it; climber and fruitbot do not); for
+``Column`` ``rel_y`` is ``height - center_y`` and the stack rises from the window's bottom row.
+The game's own entity types have features of the same names measured from the player instead
+(features.RELATIVE_FEATURES says where the two differ).
 
 ``tilemap_images`` gives the window (or grid) as a square image of class ids instead (uint8,
 class index + 1, 0 = empty, row 0 = the TOP row as procgen draws it): what a CNN reads
@@ -216,7 +218,7 @@ def tilemap_features(game: str, mode: str, *, window: bool = False) -> Dict[str,
 # ---- conversion ----
 
 
-def _as_grids(grids: np.ndarray, ndim: int, what: str) -> np.ndarray:
+def _as_grids(grids: npt.NDArray[Any], ndim: int, what: str) -> npt.NDArray[Any]:
     if not isinstance(grids, np.ndarray):
         raise TypeError(f"{what} must be a numpy array, got {type(grids).__name__}")
     if grids.dtype.kind not in "iu":
@@ -231,11 +233,11 @@ def _as_grids(grids: np.ndarray, ndim: int, what: str) -> np.ndarray:
 
 
 def camera_crops(
-    center_x: np.ndarray,
-    center_y: np.ndarray,
-    view_dim: np.ndarray,
-    crops: np.ndarray,
-    refs: np.ndarray,
+    center_x: npt.NDArray[Any],
+    center_y: npt.NDArray[Any],
+    view_dim: npt.NDArray[Any],
+    crops: npt.NDArray[Any],
+    refs: npt.NDArray[Any],
 ) -> None:
     """The camera squares as crops [n, 4] = (x0, y0, w, h) and reference points [n, 2] (the
     centres), written into the given arrays: the square of ``round(view_dim)`` cells centred on
@@ -278,7 +280,7 @@ class CameraConverter:
         self.refs = np.empty((n, 2), dtype=np.float32)
 
     def set_cameras(
-        self, center_x: np.ndarray, center_y: np.ndarray, view_dim: np.ndarray
+        self, center_x: npt.NDArray[Any], center_y: npt.NDArray[Any], view_dim: npt.NDArray[Any]
     ) -> npt.NDArray[np.int32]:
         """Place the windows; returns the crops [n, 4] = (x0, y0, w, h): only rows
         [y0, y0 + h) of each grid are read by ``convert``."""
@@ -292,19 +294,19 @@ class CameraConverter:
         return self.crops
 
     def convert(
-        self, grids: np.ndarray
+        self, grids: npt.NDArray[Any]
     ) -> Tuple[List[npt.NDArray[np.float32]], npt.NDArray[np.int64]]:
         """grids int32 [n, H, W] (C-contiguous) -> (rows per entity type in ``names`` order,
         int64 [n, T] rows per grid), for the windows of the last ``set_cameras``."""
         return _tilemap.convert(grids, self.spec, self.mode, self.chunk, self.crops, self.refs)
 
-    def class_images(self, grids: np.ndarray, out: npt.NDArray[np.uint8]) -> None:
+    def class_images(self, grids: npt.NDArray[Any], out: npt.NDArray[np.uint8]) -> None:
         """The windows of the last ``set_cameras`` as class images into ``out`` [n, S, S]
         (see ``tilemap_images``); reads only the window rows of ``grids``."""
         _tilemap.class_images(grids, self.image_spec, self.crops, out)
 
     def convert_states(
-        self, collector: Any, grid: np.ndarray, camera: Mapping[str, np.ndarray]
+        self, collector: Any, grid: npt.NDArray[Any], camera: Mapping[str, npt.NDArray[Any]]
     ) -> Tuple[List[npt.NDArray[np.float32]], npt.NDArray[np.int64]]:
         """``convert`` for the states in a StateCollector: the windows of their cameras
         (``camera``: center_x, center_y, view_dim per state), only the rows they cover copied
@@ -313,7 +315,7 @@ class CameraConverter:
         return self.convert(grid)
 
     def read_windows(
-        self, collector: Any, grid: np.ndarray, camera: Mapping[str, np.ndarray]
+        self, collector: Any, grid: npt.NDArray[Any], camera: Mapping[str, npt.NDArray[Any]]
     ) -> None:
         """Place the windows of the collector's states' cameras (``set_cameras``) and copy only
         the grid rows they cover into ``grid`` [n, H, W]: what ``convert`` and
@@ -325,8 +327,11 @@ class CameraConverter:
 
 
 def _crops(
-    windows: Optional[Union[np.ndarray, Sequence[WindowLike]]], n: int, height: int, width: int
-) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+    windows: Optional[Union[npt.NDArray[Any], Sequence[WindowLike]]],
+    n: int,
+    height: int,
+    width: int,
+) -> Tuple[npt.NDArray[np.int32], Optional[npt.NDArray[np.float32]]]:
     """(int32 [n, 4] crops, float32 [n, 2] reference points or None)."""
     if windows is None:
         crops = np.empty((n, 4), dtype=np.int32)
@@ -360,11 +365,11 @@ def _crops(
 
 
 def tilemap_to_entities_batch(
-    grids: np.ndarray,
+    grids: npt.NDArray[Any],
     game: str,
     mode: str = "tiles",
     *,
-    windows: Optional[Union[np.ndarray, Sequence[WindowLike]]] = None,
+    windows: Optional[Union[npt.NDArray[Any], Sequence[WindowLike]]] = None,
     chunk: int = DEFAULT_CHUNK,
 ) -> Tuple[Dict[str, npt.NDArray[np.float32]], Dict[str, npt.NDArray[np.int64]]]:
     """``tilemap_to_entities`` for a batch of grids [N, H, W] in one C call (GIL released).
@@ -396,10 +401,10 @@ def tile_class_names(game: str) -> Tuple[str, ...]:
 
 
 def tilemap_images(
-    grids: np.ndarray,
+    grids: npt.NDArray[Any],
     game: str,
     *,
-    windows: Optional[Union[np.ndarray, Sequence[WindowLike]]] = None,
+    windows: Optional[Union[npt.NDArray[Any], Sequence[WindowLike]]] = None,
     size: Optional[int] = None,
 ) -> npt.NDArray[np.uint8]:
     """Grids [N, H, W] (or their windows, as in ``tilemap_to_entities_batch``) as class images
@@ -421,7 +426,7 @@ def tilemap_images(
 
 
 def tilemap_to_entities(
-    grid: np.ndarray,
+    grid: npt.NDArray[Any],
     game: str,
     mode: str = "tiles",
     *,
@@ -458,7 +463,7 @@ def _crop_of(window: Optional[WindowLike]) -> Optional[Window]:
 
 
 def class_tilemap(
-    grid: np.ndarray, game: str, *, window: Optional[WindowLike] = None
+    grid: npt.NDArray[Any], game: str, *, window: Optional[WindowLike] = None
 ) -> npt.NDArray[np.int32]:
     """A grid (or its window crop, out-of-bounds cells filled) with every tile replaced by its
     class representative id and everything else by SPACE_TILE: what ``entities_to_tilemap``
@@ -470,7 +475,7 @@ def class_tilemap(
     out = tables.representatives[classes]
     crop = _crop_of(window)
     if crop is None:
-        return out
+        return np.asarray(out, dtype=np.int32)
     oob = tables.game.out_of_bounds_tile
     fill = tables.representatives[tables.lut[oob]] if 0 <= oob < _LUT_SIZE else SPACE_TILE
     result = np.full((crop.height, crop.width), fill, dtype=np.int32)
@@ -482,16 +487,18 @@ def class_tilemap(
     return result
 
 
-def _cells(values: np.ndarray, origin: int, size: int, what: str, offset: float) -> np.ndarray:
+def _cells(
+    values: npt.NDArray[Any], origin: int, size: int, what: str, offset: float
+) -> npt.NDArray[np.int64]:
     idx = values - offset - origin
-    cells = np.rint(idx).astype(np.int64)
+    cells: npt.NDArray[np.int64] = np.rint(idx).astype(np.int64)
     if (np.abs(idx - cells) > 1e-3).any() or (cells < 0).any() or (cells >= size).any():
         raise UsageError(f"{what} values do not lie on cells of the requested shape")
     return cells
 
 
 def entities_to_tilemap(
-    entities: Mapping[str, np.ndarray],
+    entities: Mapping[str, npt.NDArray[Any]],
     game: str,
     mode: str,
     shape: Tuple[int, int],

@@ -256,7 +256,7 @@ def test_wrong_offsets_fail_the_read_check_and_fall_back() -> None:
     known = load_known_layout()
     classes = json.loads(json.dumps(known.classes))
     classes["Game"]["members"]["timeout"][0] += 4
-    wrong = Layout(known.build_ids, classes, known.games)
+    wrong = Layout(known.build_ids, classes)
     env = make_procgen_env("coinrun", 2, rand_seed=0)
     try:
         with pytest.raises(EngineUnavailable, match="differs from procgen's get_state"):
@@ -273,7 +273,7 @@ def test_member_of_the_wrong_type_is_refused() -> None:
     classes = json.loads(json.dumps(known.classes))
     classes["CoinRun"]["members"]["has_support"][2] = "float"
     classes["CoinRun"]["members"]["has_support"][1] = 4
-    wrong = Layout(known.build_ids, classes, known.games)
+    wrong = Layout(known.build_ids, classes)
     env = make_procgen_env("coinrun", 2, rand_seed=0)
     try:
         with pytest.raises(EngineUnavailable, match="has_support"):

@@ -26,6 +26,7 @@ import numpy as np
 
 from procgen_entities import GAME_NAMES, State, StateDecodeError, parse_states
 from procgen_entities.errors import UsageError
+from procgen_entities.games import NUM_ACTIONS
 from procgen_entities.restore import check_values, trial_restore
 from procgen_entities.state import procgen_options
 
@@ -93,7 +94,7 @@ def rollout(game: str, seed: int, steps: int = 60) -> List[bytes]:
     rng = np.random.default_rng(seed)
     blobs: List[bytes] = []
     for _ in range(steps):
-        env.act(rng.integers(0, 15, size=2))
+        env.act(rng.integers(0, NUM_ACTIONS, size=2))
         blobs.extend(env.callmethod("get_state"))
     return blobs
 
@@ -129,7 +130,7 @@ def fuzz_game(game: str, edits: int, seed: int, batch: int, steps: int) -> Dict[
         for blob in accepted:
             env.callmethod("set_state", [blob])
             for _ in range(steps):
-                env.act(rng.integers(0, 15, size=1))
+                env.act(rng.integers(0, NUM_ACTIONS, size=1))
                 env.observe()
             env.callmethod("get_state")
             outcome["stepped"] += 1

@@ -27,6 +27,8 @@ from typing import Dict, Iterable, List
 import numpy as np
 from golden import DATA_DIR, MODES, batch_to_arrays, golden_name, split_states
 
+from procgen_entities.games import NUM_ACTIONS
+
 #: Steps whose states are always kept (step 0 is the state right after env creation).
 FIXED_STEPS = (0, 3, 40)
 #: How many post-done steps to keep, and how long to look for them.
@@ -55,7 +57,7 @@ def record(game: str, mode: str) -> Dict[str, np.ndarray]:
         num_levels=NUM_LEVELS,
         rand_seed=seed,
     )
-    actions = np.random.default_rng(seed).integers(0, 15, size=(MAX_STEPS, NUM_ENVS))
+    actions = np.random.default_rng(seed).integers(0, NUM_ACTIONS, size=(MAX_STEPS, NUM_ENVS))
     states: List[bytes] = []
     steps: List[int] = []
     envs: List[int] = []

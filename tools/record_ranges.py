@@ -24,7 +24,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from procgen_entities.games import ENTITY_FIELDS, GAME_NAMES, get_game
+from procgen_entities.games import ENTITY_FIELDS, GAME_NAMES, NUM_ACTIONS, get_game
 from procgen_entities.parse import parse_states
 from procgen_entities.procgen_envs import valid_modes
 
@@ -62,7 +62,7 @@ def rollout(game: str, mode: str, envs: int, steps: int, ranges: Ranges) -> None
 
     seed = zlib.crc32(f"{game}/{mode}".encode())
     rng = np.random.default_rng(seed)
-    favourite = rng.integers(0, 15, envs)
+    favourite = rng.integers(0, NUM_ACTIONS, envs)
     ones = np.ones(envs, dtype=np.int64)
     info = get_game(game)
     with ProcgenVecEnv(
@@ -71,7 +71,7 @@ def rollout(game: str, mode: str, envs: int, steps: int, ranges: Ranges) -> None
         space = env.obs_space()
         env.reset(space)
         for _ in range(steps):
-            chosen = np.where(rng.random(envs) < 0.5, favourite, rng.integers(0, 15, envs))
+            chosen = np.where(rng.random(envs) < 0.5, favourite, rng.integers(0, NUM_ACTIONS, envs))
             env.act({"move": RaggedBufferI64.from_flattened(chosen.reshape(-1, 1), ones)}, space)
             states = [env._collector.state_bytes(i) for i in range(envs)]
             batch = parse_states(states, game=game)

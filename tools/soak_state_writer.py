@@ -20,6 +20,7 @@ from typing import Dict, List
 import numpy as np
 
 from procgen_entities import GAME_NAMES, State, states_from_bytes, states_to_bytes
+from procgen_entities.games import NUM_ACTIONS
 
 
 def main(argv: List[str] | None = None) -> int:
@@ -49,7 +50,7 @@ def main(argv: List[str] | None = None) -> int:
         rng = np.random.default_rng(seed)
         for step in range(args.steps + 1):
             if step:
-                env.act(rng.integers(0, 15, size=args.num_envs))
+                env.act(rng.integers(0, NUM_ACTIONS, size=args.num_envs))
             blobs = env.callmethod("get_state")
             states = states_from_bytes(blobs)
             singles = [State.from_bytes(b).to_bytes(validate=False) for b in blobs]

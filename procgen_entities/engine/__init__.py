@@ -41,7 +41,7 @@ from procgen_entities.engine.layout import (
     state_program,
     step_offsets,
 )
-from procgen_entities.games import Game
+from procgen_entities.games import NUM_ACTIONS, Game
 
 __all__ = [
     "ENGINES",
@@ -113,7 +113,7 @@ def _derived_layout(path: str, build_id: Optional[str]) -> Layout:
             f"unknown procgen build {build_id or '(no build id)'} at {path}, and no layout "
             f"from its DWARF: {exc}"
         ) from None
-    return Layout((build_id,) if build_id else (), table["classes"], table["games"])
+    return Layout((build_id,) if build_id else (), table["classes"])
 
 
 def _layout_for(lib: LibraryInfo, layout: Optional[Layout]) -> Tuple[Layout, bool]:
@@ -155,7 +155,9 @@ def _with_timeouts(state: bytes, timeout: int) -> bytes:
     return state[:at] + struct.pack("<i", timeout) + state[at + 4 :]
 
 
-def _self_check(game: Game, lib: LibraryInfo, layout: Layout, procgen_options: dict) -> None:
+def _self_check(
+    game: Game, lib: LibraryInfo, layout: Layout, procgen_options: Dict[str, Any]
+) -> None:
     """Step fresh envs of a build not known by its id both ways (headless, and procgen's own
     step) from the same states, with episode ends (short step limits), and require identical
     get_state bytes after every step; EngineUnavailable otherwise. Once per build, game and
@@ -177,7 +179,7 @@ def _run_self_check(
     game: Game,
     lib: LibraryInfo,
     layout: Layout,
-    procgen_options: dict,
+    procgen_options: Dict[str, Any],
     n: int = SELF_CHECK_ENVS,
     steps: int = SELF_CHECK_STEPS,
 ) -> int:
@@ -202,7 +204,8 @@ def _run_self_check(
         attach_and_verify(live, [fast], [n], lib)
         collector = _collector.StateCollector(game_spec(game.name), n, 1)
         flags = [np.zeros(n, dtype=np.uint8) for _ in range(3)]
-        actions = np.random.default_rng(7).integers(0, 15, size=(steps, n)).astype(np.int32)
+        rng = np.random.default_rng(7)
+        actions = rng.integers(0, NUM_ACTIONS, size=(steps, n)).astype(np.int32)
         try:
             for t, chosen in enumerate(actions):
                 ref.act(chosen)
@@ -316,7 +319,7 @@ def bind_engine(
     game: Game,
     envs: Sequence[Any],
     sizes: Sequence[int],
-    procgen_options: dict,
+    procgen_options: Dict[str, Any],
     layout: Optional[Layout] = None,
 ) -> EngineBinding:
     """Choose and attach the engine for ``envs`` (see the module docstring)."""

@@ -17,12 +17,16 @@ The classes are procgen's (MIT, Copyright (c) 2019 OpenAI): VecGame (src/vecgame
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from types import MappingProxyType
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Tuple
+
+from procgen_entities.games import GAMES
 
 __all__ = [
     "BASE_CLASSES",
@@ -34,14 +38,8 @@ __all__ = [
     "same_layout",
 ]
 
-#: The C++ class of each game (src/games/<game>.cpp, 0.10.7).
-CLASS_OF_GAME: Dict[str, str] = {
-    "bigfish": "BigFish", "bossfight": "BossfightGame", "caveflyer": "CaveFlyerGame",
-    "chaser": "ChaserGame", "climber": "Climber", "coinrun": "CoinRun",
-    "dodgeball": "DodgeballGame", "fruitbot": "FruitBotGame", "heist": "HeistGame",
-    "jumper": "Jumper", "leaper": "LeaperGame", "maze": "MazeGame", "miner": "MinerGame",
-    "ninja": "Ninja", "plunder": "PlunderGame", "starpilot": "StarPilotGame",
-}  # fmt: skip
+#: The C++ class of each game (src/games/<game>.cpp, 0.10.7), as declared in games.py.
+CLASS_OF_GAME: Mapping[str, str] = MappingProxyType({g.name: g.cpp_class for g in GAMES.values()})
 
 BASE_CLASSES = ("VecGame", "Game", "BasicAbstractGame", "Entity", "RandGen", "GameOptions",
                 "StepData", "Grid<int>")  # fmt: skip
@@ -106,7 +104,7 @@ def _type_text(die: Optional[Any]) -> str:
         return _type_text(_type_of(die)) + " *"
     if tag in ("DW_TAG_reference_type", "DW_TAG_rvalue_reference_type"):
         return _type_text(_type_of(die)) + " &"
-    return tag.removeprefix("DW_TAG_")
+    return str(tag).removeprefix("DW_TAG_")
 
 
 def _byte_size(die: Optional[Any]) -> int:
@@ -177,7 +175,7 @@ def _class_layout(die: Any) -> Dict[str, Any]:
     return {"size": int(die.attributes["DW_AT_byte_size"].value), "members": members}
 
 
-def _definitions(top: Any, wanted: set) -> Iterator[Tuple[str, Any]]:
+def _definitions(top: Any, wanted: Set[str]) -> Iterator[Tuple[str, Any]]:
     """Full (non-declaration) definitions of wanted classes at a unit's top level."""
     for die in top.iter_children():
         if die.tag not in ("DW_TAG_class_type", "DW_TAG_structure_type"):
@@ -190,8 +188,9 @@ def _definitions(top: Any, wanted: set) -> Iterator[Tuple[str, Any]]:
 
 
 def extract_layout(libenv: str) -> Dict[str, Any]:
-    """{"classes": {class: {"size": n, "members": {name: [offset, size, type]}}}, "games": ...}
-    from ``libenv``'s DWARF; DwarfError if it has none or lacks a class."""
+    """{"classes": {class: {"size": n, "members": {name: [offset, size, type]}}}} from
+    ``libenv``'s DWARF; DwarfError if it has none or lacks a class. Which class is which game's
+    is not a DWARF fact: games.py declares it (``Game.cpp_class``)."""
     try:
         from elftools.common.exceptions import ELFError
         from elftools.elf.elffile import ELFFile
@@ -223,7 +222,7 @@ def extract_layout(libenv: str) -> Dict[str, Any]:
     missing = sorted(wanted - set(classes))
     if missing:
         raise DwarfError(f"{libenv}'s DWARF has no definition of {', '.join(missing)}")
-    return {"classes": classes, "games": dict(CLASS_OF_GAME)}
+    return {"classes": classes}
 
 
 def _type_head(text: str) -> str:
@@ -237,11 +236,9 @@ def _type_head(text: str) -> str:
 
 
 def same_layout(a: Mapping[str, Any], b: Mapping[str, Any]) -> List[str]:
-    """The differences between two tables' classes and games (empty: the same layout). Template
+    """The differences between two tables' classes (empty: the same layout). Template
     parameters that gdb prints by their parameter name (``T``) match any type."""
     diffs: List[str] = []
-    if dict(a["games"]) != dict(b["games"]):
-        diffs.append("games differ")
     for cls in sorted(set(a["classes"]) | set(b["classes"])):
         ca, cb = a["classes"].get(cls), b["classes"].get(cls)
         if ca is None or cb is None:
@@ -274,7 +271,7 @@ def cached_layout(libenv: str, build_id: str) -> Dict[str, Any]:
     try:
         cached = json.loads(path.read_text())
         if cached.get("version") == _CACHE_VERSION and cached.get("build_id") == build_id:
-            return {"classes": cached["classes"], "games": cached["games"]}
+            return {"classes": cached["classes"]}
     except (OSError, ValueError, KeyError, AttributeError):
         pass
     table = extract_layout(libenv)
@@ -290,11 +287,19 @@ def cached_layout(libenv: str, build_id: str) -> Dict[str, Any]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m procgen_entities.engine.dwarf LIBENV_SO", file=sys.stderr)
-        return 2
-    json.dump(extract_layout(args[0]), sys.stdout, indent=1, sort_keys=True)
+    parser = argparse.ArgumentParser(
+        prog="python -m procgen_entities.engine.dwarf",
+        description="Print the member layout of procgen's classes from a libenv.so's DWARF "
+        "(the classes of a layouts/*.json table).",
+    )
+    parser.add_argument("libenv", metavar="LIBENV_SO")
+    args = parser.parse_args(argv)
+    try:
+        table = extract_layout(args.libenv)
+    except DwarfError as exc:
+        print(f"{parser.prog}: {exc}", file=sys.stderr)
+        return 1
+    json.dump(table, sys.stdout, indent=1, sort_keys=True)
     print()
     return 0
 

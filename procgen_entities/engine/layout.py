@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Dict, List, Mapping, Tuple
 
 import numpy as np
 import numpy.typing as npt
 
-from procgen_entities.games import ENTITY_FIELDS, Game
+from procgen_entities.games import ENTITY_FIELDS, GAMES, Game
 
 __all__ = [
     "KNOWN_LAYOUT_SHA256",
@@ -34,8 +34,8 @@ __all__ = [
     "state_program",
 ]
 
-#: sha256 of the canonical JSON of layouts/procgen-0.10.7.json's "classes" and "games".
-KNOWN_LAYOUT_SHA256 = "75cb1be5d177025779dcc6952032142946e76f9447ed5ecfed0bc35054504277"
+#: sha256 of the canonical JSON of layouts/procgen-0.10.7.json's "classes".
+KNOWN_LAYOUT_SHA256 = "29e39ccae2151bbd57b42a4c6ba08345a4278c67c6af3207a4c340eabb011a3a"
 LAYOUT_FILE = "procgen-0.10.7.json"
 
 #: csrc/live_game.h pe_live_op.
@@ -84,8 +84,12 @@ def _kind_of(type_text: str, size: int) -> str:
 
 
 def canonical_digest(table: Mapping[str, Any]) -> str:
-    body = json.dumps({"classes": table["classes"], "games": table["games"]}, sort_keys=True)
+    body = json.dumps({"classes": table["classes"]}, sort_keys=True)
     return hashlib.sha256(body.encode()).hexdigest()
+
+
+def _classes_of_games() -> Mapping[str, str]:
+    return {name: game.cpp_class for name, game in GAMES.items()}
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,9 @@ class Layout:
 
     build_ids: Tuple[str, ...]
     classes: Mapping[str, Any]
-    games: Mapping[str, str]
+    #: Game name -> its C++ class: games.py's ``Game.cpp_class`` (the same in every build; the
+    #: tables record only the classes' members).
+    games: Mapping[str, str] = field(default_factory=_classes_of_games)
 
     def members(self, cls: str) -> Mapping[str, List[Any]]:
         try:
@@ -147,7 +153,7 @@ def load_known_layout() -> Layout:
 def layout_from_table(table: Mapping[str, Any]) -> Layout:
     if canonical_digest(table) != KNOWN_LAYOUT_SHA256:
         raise LayoutError("the layout table does not match its recorded checksum")
-    return Layout(tuple(table["build_ids"]), table["classes"], table["games"])
+    return Layout(tuple(table["build_ids"]), table["classes"])
 
 
 def _scalar_ops(layout: Layout, cls: str, section: int) -> List[Tuple[int, int]]:

@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from procgen_entities.backends import import_backend
 from procgen_entities.errors import StateDecodeError
-from procgen_entities.games import GAME_NAMES
+from procgen_entities.games import DISTRIBUTION_MODE_IDS, GAME_NAMES, NOOP_ACTION, NUM_ACTIONS
 from procgen_entities.parse import StateBatch, parse_state
 from procgen_entities.procgen_envs import MODE_GAMES, make_procgen_env, valid_modes
 
@@ -38,9 +38,7 @@ __all__ = ["main", "MODE_GAMES", "load_state", "record_state", "valid_modes"]
 
 PROG = "python -m procgen_entities.dump"
 
-MODES = ("easy", "hard", "extreme", "memory")
-NUM_ACTIONS = 15
-NOOP_ACTION = 4
+MODES = tuple(DISTRIBUTION_MODE_IDS)
 WATCH_STEPS = 200
 EPISODE_STEPS = 1000  # procgen's time limit: a checkpoint's episode ends by then
 MAX_SEED = 2**31 - 2
@@ -535,7 +533,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
         return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

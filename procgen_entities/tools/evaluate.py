@@ -159,17 +159,19 @@ def run_episodes(
 
 
 def scripted_coinrun(feature_names: Mapping[str, tuple]) -> Policy:
-    """Right+jump, except walk right while the nearest saw or enemy ahead (within 2 tiles of
-    height) is 3.5-8 tiles away, so the jump starts close enough to clear it; a walk that is
-    blocked (the player not moving right) jumps."""
-    rel_x = feature_names["Saw"].index("rel_x")
-    rel_y = feature_names["Saw"].index("rel_y")
+    """Right+jump, except walk right while the nearest hazard entity ahead (coinrun's saws and
+    enemies, ``Game.hazards``; within 2 tiles of height) is 3.5-8 tiles away, so the jump starts
+    close enough to clear it; a walk that is blocked (the player not moving right) jumps."""
+    game = get_game("coinrun")
+    hazards = [name for name in game.hazards if name in game.entity_types.values()]
+    rel_x = feature_names[hazards[0]].index("rel_x")
+    rel_y = feature_names[hazards[0]].index("rel_y")
     vx = feature_names["Player"].index("vx")
     right, right_up = ACTION_LABELS.index("right"), ACTION_LABELS.index("right_up")
 
     def policy(obs: Mapping[str, np.ndarray]) -> np.ndarray:
         nearest = np.full(len(obs["global"]), np.inf)
-        for name in ("Saw", "Enemy"):
+        for name in hazards:
             ahead = obs[f"{name}_mask"] & (obs[name][..., rel_x] > 0)
             ahead &= np.abs(obs[name][..., rel_y]) < 2
             distance = np.where(ahead, obs[name][..., rel_x], np.inf).min(axis=1)
@@ -203,7 +205,7 @@ def baselines(
         for a in range(n)
     }
     best = max(constants, key=lambda a: (constants[a].complete.mean(), constants[a].returns.mean()))
-    results[f"constant {ACTION_LABELS[best]} (best of 15)"] = constants[best]
+    results[f"constant {ACTION_LABELS[best]} (best of {n})"] = constants[best]
     if config.game in SCRIPTED:
         space = feature_space(config.game, relative_positions=True)  # the env's entity features
         names = {name: tuple(e.features) for name, e in space.entities.items()}
@@ -322,7 +324,3 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"completion {100 * mine['completion']:.1f}% return {mine['return']:.2f} "
           f"over {args.episodes} episodes")  # fmt: skip
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -207,7 +207,3 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.table:
         print(summary_table(runs))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -26,7 +26,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from procgen_entities.games import ENTITY_FIELDS, GAMES, SPACE_TILE, Game
+from procgen_entities.games import DISTRIBUTION_MODE_IDS, ENTITY_FIELDS, GAMES, SPACE_TILE, Game
 from procgen_entities.parse import StateBatch
 from procgen_entities.tilemap import Window
 
@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 #: distribution_mode header value -> name.
-DISTRIBUTION_MODES: Mapping[int, str] = {0: "easy", 1: "hard", 2: "extreme", 10: "memory"}
+DISTRIBUTION_MODES: Mapping[int, str] = {code: name for name, code in DISTRIBUTION_MODE_IDS.items()}
 
 
 @dataclass(frozen=True)

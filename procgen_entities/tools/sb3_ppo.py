@@ -279,54 +279,99 @@ def _new_policy(attention: bool, flat_grid: bool, net: str,
     return ("MultiInputPolicy" if attention or flat_grid else "MlpPolicy"), kwargs
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    args = _parse_args(argv)
-    # The folder to resume is checked first: its errors come before the imports' output.
-    resume = _resume(args.resume, args.trust_pickle) if args.resume else None
-    import torch
-    from stable_baselines3 import PPO
-
-    from procgen_entities.gymnasium.sb3 import SB3VecEnv
-    from procgen_entities.tools.checkpoint import _torch_state, policy_kwargs_of
-    from procgen_entities.tools.numpy_policy import DictNormalizer, Normalizer
-
-    torch.set_num_threads(1)  # while the env's pool steps (see _Metrics for the updates)
+def _start(
+    args: argparse.Namespace, resume: Optional[Tuple[Checkpoint, Dict[str, Any]]]
+) -> Tuple[Checkpoint, Dict[str, Any], Optional[Dict[str, Any]], int]:
+    """(checkpoint, PPO settings, the resumed run's policy spec or None, steps done): a resumed
+    run's own settings, or a new run's; --ppo overrides either."""
     hyper = dict(HYPERPARAMETERS)
     spec: Optional[Dict[str, Any]] = None
     if resume is not None:
         checkpoint, spec = resume
-        config, done = checkpoint.env, checkpoint.steps
+        done = checkpoint.steps
         hyper.update({k: type(v)(checkpoint.trainer[k]) for k, v in hyper.items()
                       if k in checkpoint.trainer})  # fmt: skip
     else:
-        config, done = _env_config(args), 0
-        checkpoint = Checkpoint(env=config, normalize=not args.no_normalize)
+        done = 0
+        checkpoint = Checkpoint(env=_env_config(args), normalize=not args.no_normalize)
     for item in args.ppo:
         key, _, value = item.partition("=")
         if key not in hyper:
             _fail(f"--ppo: unknown setting {key!r} (one of {', '.join(hyper)})")
         hyper[key] = type(hyper[key])(value)
-    schedule = tuple(float(x) for x in (args.ent_coef.split(":") * 2)[:2])
-    out = args.out or Path("runs") / f"sb3-{args.game}-{args.seed}"
-    out.mkdir(parents=True, exist_ok=True)
-    if args.smoke:  # two tiny updates past where the run starts
-        args.steps, args.envs, args.eval_episodes = done + 2 * 8 * 16, 8, 16
-        hyper.update(n_steps=16, batch_size=128)
-    r_min, r_max = get_game(args.game).return_range or (0.0, 10.0)
-    if spec is not None:  # the run's own network (policy.json), whatever the flags say
-        kind, policy_kwargs = policy_kwargs_of(spec)
+    return checkpoint, hyper, spec, done
+
+
+def _load_resumed(model: Any, folder: Path, done: int) -> None:
+    """The resumed run's weights and Adam's state (when saved) into a new PPO model."""
+    import torch
+
+    from procgen_entities.tools.checkpoint import _torch_state
+
+    try:
+        model.policy.load_state_dict(_torch_state(folder))
+    except (CheckpointError, RuntimeError) as exc:
+        _fail(str(exc).splitlines()[0])
+    if (folder / OPTIMIZER).is_file():
+        model.policy.optimizer.load_state_dict(
+            torch.load(folder / OPTIMIZER, map_location="cpu", weights_only=True)
+        )
+    else:
+        print(f"note: {folder} has no {OPTIMIZER}: Adam's moments start afresh",
+              file=sys.stderr)  # fmt: skip
+    model.num_timesteps = done
+
+
+def _evaluate_trained(args: argparse.Namespace, out: Path, steps: int) -> int:
+    """--eval-episodes: the final checkpoint evaluated into evaluation.json; else the command."""
+    if args.eval_episodes <= 0:
+        print(f"trained {steps:,} steps into {out / 'checkpoint'}; evaluate it with "
+              f"python -m procgen_entities.evaluate {out / 'checkpoint'}")  # fmt: skip
+        return 0
+    from procgen_entities.tools.evaluate import main as evaluate
+
+    return evaluate(
+        [
+            str(out / "checkpoint"),
+            "--episodes",
+            str(args.eval_episodes),
+            "--baselines",
+            args.eval_baselines,
+            "--json",
+            str(out / "evaluation.json"),
+        ]
+    )
+
+
+def _policy_of(
+    args: argparse.Namespace, spec: Optional[Dict[str, Any]], grid: bool
+) -> Tuple[str, Dict[str, Any]]:
+    """(SB3 policy class name, policy_kwargs): a resumed run's own network (policy.json, whatever
+    the flags say; ``args`` takes its policy, d_model and layers), or the flags' new one."""
+    from procgen_entities.tools.checkpoint import policy_kwargs_of
+
+    if spec is not None:
         extractor = spec.get("extractor_kwargs") or {}
         args.policy = "attention" if spec.get("extractor") == "EntityExtractor" else "mlp"
         args.d_model = extractor.get("d_model", args.d_model)
         args.layers = extractor.get("n_layers", args.layers)
-        _truncate_metrics(out / "metrics.jsonl", done)
+        return policy_kwargs_of(spec)
     attention = args.policy == "attention"
-    flat_grid = not attention and config.grid  # the MLP recipe plus a CNN over the image
-    dict_form = attention or flat_grid
-    if spec is None:
-        default = "256" if attention else "256,256"
-        kind, policy_kwargs = _new_policy(attention, flat_grid, args.net or default, args)
-    net = policy_kwargs["net_arch"]
+    default = "256" if attention else "256,256"
+    return _new_policy(attention, not attention and grid, args.net or default, args)
+
+
+def _record_trainer(
+    checkpoint: Checkpoint,
+    args: argparse.Namespace,
+    hyper: Dict[str, Any],
+    schedule: Tuple[float, ...],
+    net: Any,
+    flat_grid: bool,
+) -> None:
+    """The trainer settings the checkpoint records (env.json), and the attention encoder's
+    reward-only normalisation."""
+    attention = args.policy == "attention"
     name = ("MultiInputPolicy + EntityExtractor" if attention
             else "MultiInputPolicy + FlatGridExtractor" if flat_grid else "MlpPolicy")  # fmt: skip
     checkpoint.trainer = {"trainer": f"stable-baselines3 PPO {name}", "seed": args.seed,
@@ -336,6 +381,35 @@ def main(argv: Optional[List[str]] = None) -> int:
     if attention:
         checkpoint.trainer.update(d_model=args.d_model, layers=args.layers)
         checkpoint.normalize = True  # rewards only (the encoder reads symlog inputs)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = _parse_args(argv)
+    # The folder to resume is checked first: its errors come before the imports' output.
+    resume = _resume(args.resume, args.trust_pickle) if args.resume else None
+    import torch
+    from stable_baselines3 import PPO
+
+    from procgen_entities.gymnasium.sb3 import SB3VecEnv
+    from procgen_entities.tools.numpy_policy import DictNormalizer, Normalizer
+
+    torch.set_num_threads(1)  # while the env's pool steps (see _Metrics for the updates)
+    checkpoint, hyper, spec, done = _start(args, resume)
+    config = checkpoint.env
+    schedule = tuple(float(x) for x in (args.ent_coef.split(":") * 2)[:2])
+    out = args.out or Path("runs") / f"sb3-{args.game}-{args.seed}"
+    out.mkdir(parents=True, exist_ok=True)
+    if args.smoke:  # two tiny updates past where the run starts
+        args.steps, args.envs, args.eval_episodes = done + 2 * 8 * 16, 8, 16
+        hyper.update(n_steps=16, batch_size=128)
+    r_min, r_max = get_game(args.game).return_range or (0.0, 10.0)
+    if spec is not None:
+        _truncate_metrics(out / "metrics.jsonl", done)
+    kind, policy_kwargs = _policy_of(args, spec, config.grid)
+    attention = args.policy == "attention"
+    flat_grid = not attention and config.grid  # the MLP recipe plus a CNN over the image
+    dict_form = attention or flat_grid
+    _record_trainer(checkpoint, args, hyper, schedule, policy_kwargs["net_arch"], flat_grid)
     meta = {"game": args.game, "env": "sb3", "seed": args.seed, "tilemap": config.tilemap,
             "r_min": r_min, "r_max": r_max, "resumed_at": done, **checkpoint.trainer,
             "env_config": checkpoint.env.env_kwargs()}  # fmt: skip
@@ -364,40 +438,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     model = PPO(kind, env, seed=args.seed, verbose=0, device="cpu", ent_coef=coef,
                 policy_kwargs=policy_kwargs, **hyper)  # fmt: skip
     if args.resume:
-        try:
-            model.policy.load_state_dict(_torch_state(args.resume))
-        except (CheckpointError, RuntimeError) as exc:
-            _fail(str(exc).splitlines()[0])
-        if (args.resume / OPTIMIZER).is_file():
-            model.policy.optimizer.load_state_dict(
-                torch.load(args.resume / OPTIMIZER, map_location="cpu", weights_only=True)
-            )
-        else:
-            print(f"note: {args.resume} has no {OPTIMIZER}: Adam's moments start afresh",
-                  file=sys.stderr)  # fmt: skip
-        model.num_timesteps = done
+        _load_resumed(model, args.resume, done)
     model.learn(total_timesteps=total, callback=metrics.callback, progress_bar=True,
                 reset_num_timesteps=not args.resume)  # fmt: skip
     metrics.close()
     save(model, "checkpoint")
     env.close()
-    if args.eval_episodes <= 0:
-        print(f"trained {model.num_timesteps:,} steps into {out / 'checkpoint'}; evaluate it with "
-              f"python -m procgen_entities.evaluate {out / 'checkpoint'}")  # fmt: skip
-        return 0
-    from procgen_entities.tools.evaluate import main as evaluate
-
-    return evaluate(
-        [
-            str(out / "checkpoint"),
-            "--episodes",
-            str(args.eval_episodes),
-            "--baselines",
-            args.eval_baselines,
-            "--json",
-            str(out / "evaluation.json"),
-        ]
-    )
+    return _evaluate_trained(args, out, int(model.num_timesteps))
 
 
 if __name__ == "__main__":

@@ -19,13 +19,13 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, TextIO
+from typing import Any, Dict, List, Mapping, Optional, TextIO, Tuple
 
 import numpy as np
 from entity_gym.env import ObsSpace, VecEnv, VecObs
 from ragged_buffer import RaggedBufferI64
 
-from procgen_entities.games import GAMES, get_game
+from procgen_entities.games import GAMES, NUM_ACTIONS, get_game
 
 __all__ = ["GameDefaults", "DEFAULTS", "EpisodeLogger", "main", "trainer_overrides"]
 
@@ -177,7 +177,7 @@ def run_random_policy(env: EpisodeLogger, steps: int, metrics: TextIO, bar: Any,
     try:
         while env.steps < steps:
             for _ in range(64):
-                chosen = rng.integers(0, 15, size=(n, 1))
+                chosen = rng.integers(0, NUM_ACTIONS, size=(n, 1))
                 env.act({"move": RaggedBufferI64.from_flattened(chosen, ones)}, space)
             elapsed = time.perf_counter() - started
             record = {
@@ -220,25 +220,21 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     return parser.parse_intermixed_args(argv)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    args = parse_args(argv)
+def _usage_error(args: argparse.Namespace) -> Optional[str]:
+    """What is wrong with the command line before anything is imported, or None."""
     try:
         get_game(args.game)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return str(exc)
     bad = [o for o in args.overrides if "=" not in o]
     if bad:
-        print(f"error: overrides must look like field.path=value, got {bad}", file=sys.stderr)
-        return 2
-    # One torch thread: the env's own threads need the other core (2-8x faster measured here).
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    import torch
-    from enn_trainer import State, TrainConfig, init_train_state, train
-    from hyperstate import StateManager
-    from tqdm import tqdm
+        return f"overrides must look like field.path=value, got {bad}"
+    return None
 
-    torch.set_num_threads(1)
+
+def _run_settings(args: argparse.Namespace) -> Tuple[GameDefaults, int, Path, List[str]]:
+    """(the game's env settings with --tilemap applied, steps, the run folder (made), the
+    trainer's overrides)."""
     defaults = DEFAULTS.get(args.game, GameDefaults(tilemap=None, r_min=0.0, r_max=10.0))
     if args.tilemap != "default":
         tilemap = None if args.tilemap == "none" else args.tilemap
@@ -250,6 +246,53 @@ def main(argv: Optional[List[str]] = None) -> int:
     overrides.append(f"data_dir={out_dir}")  # str fields are taken verbatim (no quotes)
     if args.minutes:
         overrides.append(f"max_train_time={int(args.minutes * 60)}")
+    return defaults, steps, out_dir, overrides
+
+
+def _progress_manager(base: Any, loggers: List[EpisodeLogger], metrics: TextIO, bar: Any) -> Any:
+    """A hyperstate StateManager class (``base``) that logs an update record and moves the bar
+    at every step() (enn-trainer calls it once per update, after logging)."""
+    started = time.perf_counter()
+
+    class Progress(base):  # type: ignore[misc, valid-type]
+        def step(self) -> None:
+            super().step()
+            done = loggers[0].steps if loggers else 0
+            elapsed = time.perf_counter() - started
+            recent = loggers[0].recent if loggers else []
+            record = {
+                "kind": "update", "step": done, "seconds": round(elapsed, 2),
+                "steps_per_second": round(done / max(elapsed, 1e-9), 1),
+                "mean_return": float(np.mean(recent)) if recent else None,
+                "episodes": len(recent),
+            }  # fmt: skip
+            metrics.write(json.dumps(record) + "\n")
+            if loggers:
+                loggers[0].recent = []
+            bar.update(done - bar.n)
+            if recent:
+                bar.set_postfix(
+                    ret=f"{np.mean(recent):.2f}", sps=f"{record['steps_per_second']:.0f}"
+                )
+
+    return Progress
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    problem = _usage_error(args)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    # One torch thread: the env's own threads need the other core (2-8x faster measured here).
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+    from enn_trainer import State, TrainConfig, init_train_state, train
+    from hyperstate import StateManager
+    from tqdm import tqdm
+
+    torch.set_num_threads(1)
+    defaults, steps, out_dir, overrides = _run_settings(args)
     metrics = open(out_dir / "metrics.jsonl", "w", buffering=1)
     meta = {
         "kind": "run", "game": args.game, "seed": args.seed,
@@ -280,32 +323,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             metrics.close()
         print(f"metrics: {out_dir / 'metrics.jsonl'}")
         return 0
-    started = time.perf_counter()
-
-    class Progress(StateManager):  # type: ignore[misc]
-        """enn-trainer calls step() once per update, after logging."""
-
-        def step(self) -> None:
-            super().step()
-            done = loggers[0].steps if loggers else 0
-            elapsed = time.perf_counter() - started
-            recent = loggers[0].recent if loggers else []
-            record = {
-                "kind": "update", "step": done, "seconds": round(elapsed, 2),
-                "steps_per_second": round(done / max(elapsed, 1e-9), 1),
-                "mean_return": float(np.mean(recent)) if recent else None,
-                "episodes": len(recent),
-            }  # fmt: skip
-            metrics.write(json.dumps(record) + "\n")
-            if loggers:
-                loggers[0].recent = []
-            bar.update(done - bar.n)
-            if recent:
-                bar.set_postfix(
-                    ret=f"{np.mean(recent):.2f}", sps=f"{record['steps_per_second']:.0f}"
-                )
-
-    sm = Progress(TrainConfig, State, init_train_state, init_path=None, overrides=overrides)
+    progress = _progress_manager(StateManager, loggers, metrics, bar)
+    sm = progress(TrainConfig, State, init_train_state, init_path=None, overrides=overrides)
     try:
         train(sm, factory)
     finally:
@@ -333,7 +352,3 @@ def save_checkpoint(
                "overrides": overrides}  # fmt: skip
     Checkpoint(env=env, steps=steps, trainer=trainer).save(folder)
     sm.checkpoint(str(folder / ENN_FOLDER))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
