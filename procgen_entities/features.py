@@ -135,7 +135,7 @@ NATIVE_DERIVED_GLOBALS: Dict[str, Tuple[str, str, Any]] = {
 }
 
 
-def native_global_ops(game: Game, names: Sequence[str]) -> np.ndarray:
+def native_global_ops(game: Game, names: Sequence[str]) -> npt.NDArray[Any]:
     """int32 [G, 3] (op, a, b) per global feature, for ``_collector.ObservationBuilder``."""
     from procgen_entities.parse import SCALAR_NAMES
 
