@@ -194,14 +194,15 @@ def test_a_drawn_coinrun_level_is_what_procgen_plays_and_the_agent_completes_it(
 
         obs, _ = env.reset(options={"states": [level.blob]})
         policy = load_policy(CHECKPOINT, backend="numpy")
-        timeout = int(level.state.scalars["timeout"])
-        for step in range(1, timeout + 1):
+        timeout, steps = int(level.state.scalars["timeout"]), 0
+        while steps < timeout:
             obs, reward, terminated, truncated, info = env.step(policy(obs))
+            steps += 1
             if terminated[0] or truncated[0]:
                 break
-        assert bool(info["prev_level_complete"][0]), f"episode ended at step {step}, not the goal"
+        assert bool(info["prev_level_complete"][0]), f"episode ended at step {steps}, not the goal"
         assert reward[0] == 10.0 and not truncated[0]
-        assert step < 200  # measured: 66 steps
+        assert steps == 66  # measured (greedy is deterministic); the time limit is 1,000
     finally:
         env.close()
         procgen.close()
