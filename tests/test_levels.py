@@ -248,6 +248,7 @@ def test_dump_saves_a_text_level_and_draws_and_plays_it(tmp_path: Path) -> None:
     assert read_level(resaved).state.to_bytes(validate=False) == blob.read_bytes()
 
 
+@pytest.mark.live
 def test_dump_refuses_a_text_save_it_cannot_rebuild_before_playing(tmp_path: Path) -> None:
     proc = _run("procgen_entities.dump", "coinrun", "--policy", str(CHECKPOINT), "--save",
                 str(tmp_path / "x.txt"))  # fmt: skip
@@ -284,15 +285,15 @@ def test_evaluate_levels_reports_each_level(tmp_path: Path) -> None:
     }  # fmt: skip
 
 
+@pytest.mark.live
 def test_evaluate_levels_refuses_bad_folders(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    _one_line_error(_run("procgen_entities.evaluate", str(CHECKPOINT), "--levels", str(empty)),
-                    "no level files")  # fmt: skip
-    _one_line_error(_run("procgen_entities.evaluate", str(CHECKPOINT), "--levels",
-                         str(tmp_path / "nope")), "not a folder")  # fmt: skip
+    evaluate = ("procgen_entities.evaluate", str(CHECKPOINT), "--backend", "numpy", "--levels")
+    _one_line_error(_run(*evaluate, str(empty)), "no level files")
+    _one_line_error(_run(*evaluate, str(tmp_path / "nope")), "not a folder")
     other = tmp_path / "other"
     other.mkdir()
-    (other / "maze.txt").write_text(f"{HEADER} game=maze mode=easy seed=1\n")
-    _one_line_error(_run("procgen_entities.evaluate", str(CHECKPOINT), "--levels", str(other)),
-                    "maze.txt")  # fmt: skip
+    maze = LevelBase("maze", "easy", 1)
+    (other / "maze.txt").write_text(level_file_text(State.from_bytes(maze.state(other)), maze))
+    _one_line_error(_run(*evaluate, str(other)), "maze.txt is a maze level", "plays coinrun")

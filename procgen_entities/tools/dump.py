@@ -603,14 +603,15 @@ def run(args: argparse.Namespace) -> int:
         start, base, args.game = _validated(blob, repr(args.state)), None, batch.game
     elif args.game is None:
         raise UsageError(f"give a GAME or --state FILE; valid games: {', '.join(GAME_NAMES)}")
+    rebuilt = start is None and _is_builtin_policy(args.policy)  # a text save's base exists
+    if args.save is not None and _is_text_path(args.save) and not rebuilt:
+        _save_text(args.save, b"", None)  # refused before the rollout, not after it
     rollout, default = _live_rollout(args, video, start)
     steps = args.steps if args.steps is not None else default
-    if start is None and _is_builtin_policy(args.policy):
+    if rebuilt:
         from procgen_entities.tools.levels import LevelBase
 
         base = LevelBase(args.game, args.mode or "hard", args.seed, steps, args.policy)
-    if args.save is not None and _is_text_path(args.save) and base is None:
-        _save_text(args.save, b"", None)  # refused before the rollout, not after it
     recorder = _Recorder(video, args)
     console = _console(color)
     blob = _play(console, rollout, steps, args, recorder)
