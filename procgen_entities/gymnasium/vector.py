@@ -220,10 +220,16 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     ) -> Tuple[Any, Dict[str, Any]]:
         """New envs; ``seed`` seeds procgen's level sampling (the same seed, the same levels).
         ``options={"reset_mask": mask}`` (bool [num_envs], headless engine): only the masked envs
-        start their next episode, the others keep theirs (not stepped)."""
+        start their next episode, the others keep theirs (not stepped).
+        ``options={"states": states}`` (one get_state blob or ``State`` per env): every env
+        starts from its state, validated as ``set_states`` validates (no ``seed``: the states
+        hold their RNGs)."""
         given = (options or {}).get("reset_mask")
+        states = (options or {}).get("states")
         reset: Any = slice(None)  # the envs whose episode statistics restart
-        if given is None:
+        if states is not None:
+            self._reset_to_states(states, seed, given)
+        elif given is None:
             self._stepper.restart(seed)
         else:
             reset = self._reset_mask(given, seed)
@@ -242,6 +248,19 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         if seed is not None:
             raise ValueError("procgen seeds all envs together: reset(seed=...) without reset_mask")
         return mask
+
+    def _reset_to_states(self, states: Sequence[Any], seed: Optional[int], mask: Any) -> None:
+        """reset(options={"states": ...}): set_states' validated restore."""
+        from procgen_entities.state import State
+
+        if mask is not None or seed is not None:  # a state holds its own RNGs: nothing to seed
+            raise UsageError("reset(options={'states': ...}) takes no seed and no reset_mask")
+        if isinstance(states, (bytes, bytearray, memoryview, str)):
+            raise UsageError("reset: options['states'] is a sequence of states, one per env")
+        blobs = [s.to_bytes(validate=False) if isinstance(s, State) else s for s in states]
+        if not all(isinstance(b, (bytes, bytearray, memoryview)) for b in blobs):
+            raise TypeError("reset: options['states'] holds get_state bytes or State objects")
+        self._stepper.restore_states(blobs)  # validates every blob before any env changes
 
     @locked
     def step(

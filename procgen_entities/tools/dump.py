@@ -3,8 +3,11 @@
 Creates a one-env procgen ``ProcgenGym3Env`` (level = --seed), steps it --steps times with a
 random or no-op policy, takes ``get_state`` and draws the parsed state: the tilemap (up at the
 top), the entities over it, a legend and optionally a table of the entities. ``--state FILE``
-draws a saved ``get_state`` blob instead (raw or gzip'ed); ``--save FILE`` writes the blob
-(gzip'ed if FILE ends in .gz). ``--watch`` animates a rollout.
+draws a saved ``get_state`` blob instead (raw or gzip'ed), or a text level (``FILE.txt``, a
+drawing in the legend's characters: tools/levels.py); with ``--steps``, ``--watch``, ``--video``
+or ``--policy DIR`` the rollout starts from that state (validated as ``set_states`` validates).
+``--save FILE`` writes the blob (gzip'ed if FILE ends in .gz), or with ``FILE.txt`` the text
+level. ``--watch`` animates a rollout.
 
 ``--policy DIR`` plays a checkpoint folder (tools/checkpoint.py) instead: its env (the
 observation it was trained on, its distribution mode unless ``--mode``) on level --seed, greedy,
@@ -71,14 +74,33 @@ def _make_env(game: str, mode: str, seed: int):  # type: ignore[no-untyped-def]
     )
 
 
-class _Rollout:
-    """A one-env procgen rollout with a random or no-op policy."""
+def _make_start_env(game: str, seed: int, start: bytes):  # type: ignore[no-untyped-def]
+    """A one-env procgen env of the options ``start`` fits, restored to it (``start`` was
+    validated: procgen's set_state trusts its input)."""
+    from procgen_entities.state import State
+    from procgen_entities.tools.levels import env_options
 
-    def __init__(self, game: str, mode: str, seed: int, policy: str) -> None:
+    with contextlib.redirect_stderr(io.StringIO()):
+        import_backend()
+    env = make_procgen_env(game, 1, **env_options(State.from_bytes(start)), rand_seed=seed)
+    env.callmethod("set_state", [start])
+    return env
+
+
+class _Rollout:
+    """A one-env procgen rollout with a random or no-op policy (from ``start``, a validated
+    state, if given)."""
+
+    def __init__(
+        self, game: str, mode: str, seed: int, policy: str, start: Optional[bytes] = None
+    ) -> None:
         import numpy as np
 
         self._np = np
-        self.env = _make_env(game, mode, seed)
+        if start is None:
+            self.env = _make_env(game, mode, seed)
+        else:
+            self.env = _make_start_env(game, seed, start)
         self.policy = policy
         self.rng = np.random.default_rng(seed)
 
@@ -104,7 +126,9 @@ class _Rollout:
 class _PolicyRollout:
     """A checkpoint playing one episode of level ``seed`` in its own env (greedy)."""
 
-    def __init__(self, game: str, mode: Optional[str], seed: int, folder: str) -> None:
+    def __init__(
+        self, game: str, mode: Optional[str], seed: int, folder: str, start: Optional[bytes] = None
+    ) -> None:
         from procgen_entities.engine import EngineUnavailable
         from procgen_entities.tools.checkpoint import (
             Checkpoint,
@@ -127,6 +151,11 @@ class _PolicyRollout:
             self.policy = load_policy(Path(folder))
             flat = not wants_dict_observation(Path(folder))
             level: Dict[str, Any] = {"start_level": seed, "num_levels": 1, "flatten": flat}
+            if start is not None:  # the env the state fits (its mode, levels and options)
+                from procgen_entities.state import State
+                from procgen_entities.tools.levels import env_options
+
+                level.update(env_options(State.from_bytes(start)))
             try:  # the terminal state is shown last (the headless engine)
                 self.env = make_env(config, 1, seed, autoreset_mode="NextStep", **level)
             except EngineUnavailable:
@@ -137,7 +166,10 @@ class _PolicyRollout:
             ) from None
         except (CheckpointError, ValueError) as exc:
             raise UsageError(f"--policy {folder}: {str(exc).splitlines()[0]}") from None
-        self.obs, _ = self.env.reset(seed=seed)
+        if start is None:
+            self.obs, _ = self.env.reset(seed=seed)
+        else:
+            self.obs, _ = self.env.reset(options={"states": [start]})
         self.done, self.steps, self.score, self.complete = False, 0, 0.0, False
 
     def step(self) -> None:
@@ -457,6 +489,84 @@ def _is_builtin_policy(policy: str) -> bool:
     return policy in ("random", "noop")
 
 
+def _read_start(path: str) -> tuple:
+    """(blob, base) of ``--state FILE``: a text level's validated state and the LevelBase it is
+    drawn over, or a saved blob as it is (validated only when played) and itself as the base."""
+    from procgen_entities.tools import levels
+
+    try:
+        if not _is_text_path(path):
+            blob = load_state(path)
+            return blob, levels.LevelBase(path=os.path.abspath(path))
+        level = levels.read_level(path)
+        levels.validate([level])
+    except levels.LevelError as exc:
+        raise UsageError(str(exc)) from None
+    assert level.blob is not None and level.base is not None
+    base = level.base
+    if base.path is not None:  # kept relative to the text level's folder
+        base = levels.LevelBase(path=os.path.abspath(Path(path).parent / base.path))
+    return level.blob, base
+
+
+def _validated(blob: bytes, source: str) -> bytes:
+    """A saved blob, checked as set_states checks it before procgen plays it."""
+    from procgen_entities.state import State
+    from procgen_entities.tools import levels
+
+    _parse(blob, source)  # the usual message for a blob that is not a state
+    try:
+        level = levels.Level(Path(source), State.from_bytes(blob))
+        levels.validate([level])
+    except levels.LevelError as exc:
+        raise UsageError(str(exc)) from None
+    assert level.blob is not None
+    return level.blob
+
+
+def _save_text(path: str, blob: bytes, base: Any) -> None:
+    """``--save FILE.txt``: the drawn state as a text level over ``base`` (a LevelBase)."""
+    from procgen_entities.state import State
+    from procgen_entities.tools.levels import LevelBase, level_file_text
+
+    if base is None:
+        raise UsageError(
+            f"--save {path}: a text level is drawn over a state it can be rebuilt from (a "
+            "fresh level after --steps of random or noop, or a saved state): save a state file "
+            "(not .txt) of this rollout"
+        )
+    if base.path is not None:
+        relative = os.path.relpath(base.path, os.path.dirname(os.path.abspath(path)))
+        base = LevelBase(path=relative)
+    try:
+        with open(path, "w") as f:
+            f.write(level_file_text(State.from_bytes(blob), base))
+    except OSError as exc:
+        raise UsageError(f"cannot write level file {path!r}: {exc.strerror or exc}") from None
+
+
+def _live_rollout(args: argparse.Namespace, video: Any, start: Optional[bytes]) -> tuple:
+    """(rollout, default steps) of a live env: the viewer's own or a checkpoint's, from a fresh
+    level --seed or from ``start``."""
+    if _is_builtin_policy(args.policy):
+        mode = args.mode or "hard"
+        _check_game_mode(args.game, mode)
+        animated = args.watch or video is not None
+        rollout = _Rollout(args.game, mode, args.seed, args.policy, start)
+        return rollout, WATCH_STEPS if animated else 0
+    if args.game not in GAME_NAMES:
+        raise UsageError(f"unknown game {args.game!r}; valid games: {', '.join(GAME_NAMES)}")
+    if not Path(args.policy).is_dir():
+        raise UsageError(f"--policy: expected random, noop or a checkpoint folder, "
+                         f"got {args.policy!r}")  # fmt: skip
+    return _PolicyRollout(args.game, args.mode, args.seed, args.policy, start), EPISODE_STEPS
+
+
+def _plays(args: argparse.Namespace) -> bool:
+    """Whether --state FILE starts a rollout (else it is only drawn)."""
+    return bool(args.steps or args.watch or args.video or not _is_builtin_policy(args.policy))
+
+
 def run(args: argparse.Namespace) -> int:
     color = _use_color(args.color)
     video = None
@@ -467,10 +577,10 @@ def run(args: argparse.Namespace) -> int:
             video = check_video_path(args.video)
         except VideoError as exc:
             raise UsageError(str(exc)) from None
+    start: Optional[bytes] = None
+    base: Any = None  # what a text level saved from this run is drawn over
     if args.state is not None:
-        if video is not None or not _is_builtin_policy(args.policy):
-            raise UsageError("--video and --policy DIR play a live env: not with --state")
-        blob = load_state(args.state)
+        blob, base = _read_start(args.state)
         batch = _parse(blob, repr(args.state))
         if args.game is not None and args.game != batch.game:
             if args.game not in GAME_NAMES:
@@ -481,39 +591,46 @@ def run(args: argparse.Namespace) -> int:
                 f"note: {args.state!r} holds a {batch.game} state; drawing it as {batch.game}",
                 file=sys.stderr,
             )
-        console = _console(color)
-        _draw(console, batch, args)
-    else:
-        if args.game is None:
-            raise UsageError(f"give a GAME or --state FILE; valid games: {', '.join(GAME_NAMES)}")
-        rollout: Any
-        if _is_builtin_policy(args.policy):
-            mode = args.mode or "hard"
-            _check_game_mode(args.game, mode)
-            animated = args.watch or video is not None
-            default = WATCH_STEPS if animated else 0
-            rollout = _Rollout(args.game, mode, args.seed, args.policy)
-        else:
-            if args.game not in GAME_NAMES:
-                raise UsageError(
-                    f"unknown game {args.game!r}; valid games: {', '.join(GAME_NAMES)}"
-                )
-            if not Path(args.policy).is_dir():
-                raise UsageError(f"--policy: expected random, noop or a checkpoint folder, "
-                                 f"got {args.policy!r}")  # fmt: skip
-            default = EPISODE_STEPS
-            rollout = _PolicyRollout(args.game, args.mode, args.seed, args.policy)
-        steps = args.steps if args.steps is not None else default
-        recorder = _Recorder(video, args)
-        console = _console(color)
-        blob = _play(console, rollout, steps, args, recorder)
-        recorder.write()
-        if isinstance(rollout, _PolicyRollout):
-            note = f"; {len(recorder.frames)} frames in {video}" if video is not None else ""
-            print(f"{args.policy}: {rollout.summary()}{note}", file=sys.stderr)
+        if not _plays(args):
+            _draw(_console(color), batch, args)
+            if args.save is not None:
+                _save_any(args.save, blob, base)
+            return 0
+        if args.mode is not None:
+            raise UsageError("--mode: a rollout from --state FILE runs in the state's own mode")
+        start, base, args.game = _validated(blob, repr(args.state)), None, batch.game
+    elif args.game is None:
+        raise UsageError(f"give a GAME or --state FILE; valid games: {', '.join(GAME_NAMES)}")
+    rebuilt = start is None and _is_builtin_policy(args.policy)  # a text save's base exists
+    if args.save is not None and _is_text_path(args.save) and not rebuilt:
+        _save_text(args.save, b"", None)  # refused before the rollout, not after it
+    rollout, default = _live_rollout(args, video, start)
+    steps = args.steps if args.steps is not None else default
+    if rebuilt:
+        from procgen_entities.tools.levels import LevelBase
+
+        base = LevelBase(args.game, args.mode or "hard", args.seed, steps, args.policy)
+    recorder = _Recorder(video, args)
+    console = _console(color)
+    blob = _play(console, rollout, steps, args, recorder)
+    recorder.write()
+    if isinstance(rollout, _PolicyRollout):
+        note = f"; {len(recorder.frames)} frames in {video}" if video is not None else ""
+        print(f"{args.policy}: {rollout.summary()}{note}", file=sys.stderr)
     if args.save is not None:
-        _save(args.save, blob)
+        _save_any(args.save, blob, base)
     return 0
+
+
+def _is_text_path(path: str) -> bool:
+    return path.lower().endswith(".txt")
+
+
+def _save_any(path: str, blob: bytes, base: Any) -> None:
+    if _is_text_path(path):
+        _save_text(path, blob, base)
+    else:
+        _save(path, blob)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

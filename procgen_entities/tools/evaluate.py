@@ -2,6 +2,7 @@
 
     python -m procgen_entities.evaluate CHECKPOINT [--episodes 1000] [--seed S] [--sampled]
                                         [--baselines all|none]
+    python -m procgen_entities.evaluate CHECKPOINT --levels DIR [--json FILE]
 
 Runs the checkpoint (greedy unless ``--sampled``) for one episode on each of ``--episodes``
 levels drawn with ``--seed`` (procgen's level sampling; the training used other seeds, and
@@ -17,6 +18,12 @@ or an enn-trainer one (``python -m procgen_entities.train`` writes ``DIR/checkpo
 tools/enn_policy.py). ``--backend numpy`` runs an SB3 checkpoint without torch (the default,
 auto, uses torch when it and SB3 are installed).
 
+``--levels DIR`` plays the checkpoint instead for one episode from each level file of DIR (text
+levels ``*.txt`` and saved get_state blobs, tools/levels.py; every file not starting with '.',
+all validated before any episode runs) and prints one row per level (how its episode ended,
+return, steps), then the same last line over the levels. Each level is played in the env its
+state fits (its distribution mode and options), with the checkpoint's observation; no baselines.
+
 Exit status: 0 on success, 2 for a bad option or checkpoint folder (one line on stderr, checked
 before any episode runs).
 """
@@ -29,7 +36,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional
+from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Tuple
 
 import numpy as np
 from tqdm import tqdm
@@ -45,6 +52,7 @@ from procgen_entities.tools.checkpoint import (
     make_env,
     wants_dict_observation,
 )
+from procgen_entities.tools.levels import Level, LevelError, env_options, level_paths, load_levels
 
 __all__ = ["Episodes", "SCRIPTED", "death_cause", "main", "run_episodes"]
 
@@ -126,8 +134,16 @@ def run_episodes(
     # consecutive group seeds: the levels every recorded evaluation was measured on
     env = make_env(config, episodes, seed, flatten=flatten, autoreset_mode="NextStep",
                    group_seeding="consecutive")  # fmt: skip
-    game = get_game(config.game)
     obs, _ = env.reset(seed=seed)
+    return _first_episodes(env, get_game(config.game), policy, obs, progress)
+
+
+def _first_episodes(
+    env: Any, game: Game, policy: Policy, obs: Any, progress: Optional[Any]
+) -> Episodes:
+    """Step ``env`` (NEXT_STEP resets, from observation ``obs``) until every env's episode has
+    ended; closes it."""
+    episodes = env.num_envs
     finished = np.zeros(episodes, dtype=bool)
     result = Episodes(np.zeros(episodes, bool), np.zeros(episodes), np.zeros(episodes, np.int64))
     causes = [""] * episodes
@@ -180,6 +196,34 @@ def scripted_coinrun(feature_names: Mapping[str, tuple]) -> Policy:
         return np.where((nearest > 3.5) & (nearest < 8) & moving, right, right_up)
 
     return policy
+
+
+def run_levels(
+    config: EnvConfig,
+    policy: Policy,
+    levels: List[Level],
+    seed: int,
+    *,
+    flatten: bool = True,
+    progress: Optional[Any] = None,
+) -> Episodes:
+    """One episode of ``policy`` from each of ``levels`` (validated), in the checkpoint's
+    observation; levels of the same procgen options share one env, restored with
+    reset(options={"states": ...})."""
+    groups: Dict[Tuple[Any, ...], List[int]] = {}
+    for i, level in enumerate(levels):
+        groups.setdefault(tuple(sorted(env_options(level.state).items())), []).append(i)
+    n = len(levels)
+    result = Episodes(np.zeros(n, bool), np.zeros(n), np.zeros(n, np.int64), [""] * n)
+    for options, indices in groups.items():
+        env = make_env(config, len(indices), seed, flatten=flatten, autoreset_mode="NextStep",
+                       **dict(options))  # fmt: skip
+        obs, _ = env.reset(options={"states": [levels[i].blob for i in indices]})
+        part = _first_episodes(env, get_game(config.game), policy, obs, progress)
+        for k, i in enumerate(indices):
+            result.complete[i], result.returns[i] = part.complete[k], part.returns[k]
+            result.lengths[i], result.causes[i] = part.lengths[k], part.causes[k]
+    return result
 
 
 #: Scripted baselines per game (a function of the dict observation's feature names).
@@ -265,6 +309,9 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=None, help="write the table here")
     parser.add_argument("--backend", choices=("auto", "torch", "numpy"), default="auto",
                         help="SB3 checkpoints: torch (SB3) or numpy inference")  # fmt: skip
+    parser.add_argument("--levels", type=Path, default=None, metavar="DIR",
+                        help="one episode from each level file of DIR (text levels .txt, "
+                             "saved states), reported per level")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -294,12 +341,50 @@ def _prepare(args: argparse.Namespace) -> tuple:
     return checkpoint, config, policy
 
 
+def _read_levels(folder: Path, game: str) -> List[Level]:
+    """The validated levels of ``--levels DIR``, every problem a one-line exit 2."""
+    try:
+        levels = load_levels(level_paths(folder))
+    except LevelError as exc:
+        _fail(f"--levels {folder}: {str(exc).splitlines()[0]}")
+    for level in levels:
+        if level.state.game != game:
+            _fail(f"--levels {folder}: {level.name} is a {level.state.game} level; the "
+                  f"checkpoint plays {game}")  # fmt: skip
+    return levels
+
+
+def _main_levels(args: argparse.Namespace, config: EnvConfig, policy: Policy, label: str) -> int:
+    levels = _read_levels(args.levels, config.game)
+    flat = not wants_dict_observation(args.checkpoint)
+    with tqdm(total=len(levels), unit="episode", disable=None) as bar:
+        result = run_levels(config, policy, levels, args.seed, flatten=flat, progress=bar)
+    print(f"{config.game}, {label}, {len(levels)} levels from {args.levels}")
+    width = max(24, *(len(level.name) for level in levels))
+    print(f"{'level':{width}s} {'end':>10s} {'return':>8s} {'steps':>6s}")
+    rows = {}
+    for i, level in enumerate(levels):
+        rows[level.name] = {"complete": bool(result.complete[i]), "end": result.causes[i],
+                            "return": float(result.returns[i]),
+                            "length": int(result.lengths[i])}  # fmt: skip
+        print(f"{level.name:{width}s} {result.causes[i]:>10s} {result.returns[i]:8.2f} "
+              f"{result.lengths[i]:6d}")  # fmt: skip
+    summary = result.summary()
+    if args.json:
+        args.json.write_text(json.dumps({"levels": rows, label: summary}, indent=1) + "\n")
+    print(f"completion {100 * summary['completion']:.1f}% return {summary['return']:.2f} "
+          f"over {len(levels)} levels")  # fmt: skip
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = _parse_args(argv)
     checkpoint, config, policy = _prepare(args)
     if "torch" in sys.modules:  # one thread: its pool fought the env's for the cores (3x slower)
         sys.modules["torch"].set_num_threads(1)
     label = f"checkpoint ({'sampled' if args.sampled else 'greedy'}, {checkpoint.steps:,} steps)"
+    if args.levels is not None:
+        return _main_levels(args, config, policy, label)
     flat = not wants_dict_observation(args.checkpoint)
     policies = 1 + (len(ACTION_LABELS) + 1 + (config.game in SCRIPTED)) * (args.baselines == "all")
     with tqdm(total=policies * args.episodes, unit="episode", disable=None) as bar:

@@ -1,0 +1,231 @@
+"""Level files: text levels you can draw, and saved states, read into validated states.
+
+A **text level** (``.txt``) is ``level_to_text``'s drawing under one header line that says which
+state the drawing is made over (``level_from_text``'s ``base``: every field the text cannot show,
+the RNGs, velocities, timers and options, comes from it)::
+
+    ; procgen-entities level game=coinrun mode=easy seed=5
+    ################################################################
+    #.....................##########################################
+    ...
+
+``game=G mode=M seed=S`` (and optionally ``steps=K policy=random|noop``) is the state
+``python -m procgen_entities.dump G --mode M --seed S --steps K --policy P`` draws (procgen's
+level S, so the header regenerates it exactly); ``base=FILE`` is a saved get_state blob (raw or
+.gz, relative to the text file's folder). Further lines starting with ``;`` before the drawing are
+comments (no game's legend uses ``;``). Any other file is a saved get_state blob.
+
+``load_levels`` reads them and validates them all (``states_to_bytes``: what ``set_states``
+checks, one trial restore per game and options), so a level that is read is one procgen plays.
+``env_options`` gives the procgen options of the env a state fits (``set_states`` refuses a state
+of other options).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from procgen_entities.errors import StateDecodeError
+from procgen_entities.errors import UsageError as ApiUsageError
+from procgen_entities.games import GAME_NAMES
+from procgen_entities.level_text import level_from_text, level_to_text
+from procgen_entities.state import State, procgen_options, states_to_bytes
+
+__all__ = [
+    "HEADER",
+    "Level",
+    "LevelBase",
+    "LevelError",
+    "env_options",
+    "level_file_text",
+    "load_levels",
+    "read_level",
+]
+
+#: The first line of a text level starts with this.
+HEADER = "; procgen-entities level"
+#: procgen's level_seed_high for num_levels = 0 (INT32_MAX; docs/state-format.md §1).
+ALL_LEVELS_HIGH = 2**31 - 1
+#: The biggest text level read (a 64x64 drawing is ~4 KB).
+MAX_TEXT_BYTES = 2**20
+
+
+class LevelError(ValueError):
+    """A level file that cannot be read, or whose level procgen would not play."""
+
+
+@dataclass(frozen=True)
+class LevelBase:
+    """The state a text level is drawn over: a fresh level (game, mode, seed, after ``steps``
+    steps of ``policy`` as the viewer takes them) or a saved state file (``path``)."""
+
+    game: str = ""
+    mode: str = "hard"
+    seed: int = 0
+    steps: int = 0
+    policy: str = "random"
+    path: Optional[str] = None
+
+    def header(self) -> str:
+        if self.path is not None:
+            return f"{HEADER} base={shlex.quote(self.path)}"
+        more = f" steps={self.steps} policy={self.policy}" if self.steps else ""
+        return f"{HEADER} game={self.game} mode={self.mode} seed={self.seed}{more}"
+
+    def state(self, folder: Path) -> bytes:
+        """The base's get_state blob (``folder``: where a relative ``path`` is)."""
+        from procgen_entities.tools import dump
+
+        try:
+            if self.path is not None:
+                return dump.load_state(str(folder / self.path))
+            return dump.record_state(
+                self.game, mode=self.mode, seed=self.seed, steps=self.steps, policy=self.policy
+            )
+        except dump.UsageError as exc:
+            raise LevelError(str(exc)) from None
+
+
+@dataclass
+class Level:
+    """A level read from ``path``: its state, the base a text level is drawn over (None for a
+    saved state), and after validation its get_state bytes."""
+
+    path: Path
+    state: State
+    base: Optional[LevelBase] = None
+    blob: Optional[bytes] = None
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def level_file_text(state: State, base: LevelBase) -> str:
+    """The text level of ``state`` (drawn over ``base``, which it should be made from)."""
+    return f"{base.header()}\n{level_to_text(state)}"
+
+
+def _parse_header(line: str, where: str) -> LevelBase:
+    try:
+        words = shlex.split(line[len(HEADER) :])
+    except ValueError as exc:
+        raise LevelError(f"{where}: bad header line: {exc}") from None
+    fields: Dict[str, str] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or key not in ("game", "mode", "seed", "steps", "policy", "base"):
+            raise LevelError(f"{where}: header field {word!r} is not one of game=, mode=, "
+                             "seed=, steps=, policy=, base=")  # fmt: skip
+        fields[key] = value
+    if "base" in fields:
+        if len(fields) > 1:
+            raise LevelError(f"{where}: base=FILE stands alone in the header")
+        return LevelBase(path=fields["base"])
+    game = fields.get("game", "")
+    if game not in GAME_NAMES:
+        raise LevelError(f"{where}: header game={game!r} is not one of {', '.join(GAME_NAMES)}")
+    numbers = {}
+    for key in ("seed", "steps"):
+        text = fields.get(key, "0")
+        if not text.isdigit() or int(text) > 2**31 - 2:
+            raise LevelError(f"{where}: header {key}={text!r} is not a whole number >= 0")
+        numbers[key] = int(text)
+    policy = fields.get("policy", "random")
+    if policy not in ("random", "noop"):
+        raise LevelError(f"{where}: header policy={policy!r} is not random or noop")
+    return LevelBase(game, fields.get("mode", "hard"), numbers["seed"], numbers["steps"], policy)
+
+
+def _split_text(text: str, where: str) -> Tuple[LevelBase, str]:
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith(HEADER):
+        raise LevelError(f"{where}: a text level starts with {HEADER!r} game=... or base=...")
+    base = _parse_header(lines[0], where)
+    body = [line for line in lines[1:] if not line.startswith(";")]
+    return base, "\n".join(body) + "\n"
+
+
+def _is_text(path: Path) -> bool:
+    return path.suffix.lower() == ".txt"
+
+
+def read_level(path: os.PathLike | str) -> Level:
+    """A text level or a saved state (not yet validated); LevelError if it cannot be read."""
+    from procgen_entities.tools import dump
+
+    file = Path(path)
+    if not _is_text(file):
+        try:
+            blob = dump.load_state(str(file))
+        except dump.UsageError as exc:
+            raise LevelError(str(exc)) from None
+        try:
+            return Level(file, State.from_bytes(blob))
+        except StateDecodeError as exc:
+            raise LevelError(f"{file}: not a procgen get_state blob: {exc.reason}") from None
+    try:
+        with open(file, "rb") as f:
+            raw = f.read(MAX_TEXT_BYTES + 1)
+        text = raw.decode("utf-8")
+    except OSError as exc:
+        raise LevelError(f"cannot read level {str(file)!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise LevelError(f"{file}: a text level is UTF-8 text") from None
+    if len(raw) > MAX_TEXT_BYTES:
+        raise LevelError(f"{file}: more than {MAX_TEXT_BYTES} bytes: not a text level")
+    base_spec, drawing = _split_text(text, str(file))
+    blob = base_spec.state(file.parent)
+    try:
+        base = State.from_bytes(blob)
+        return Level(file, level_from_text(drawing, base=base), base_spec)
+    except StateDecodeError as exc:
+        reason = exc.reason
+        raise LevelError(f"{file}: its base is not a procgen get_state blob: {reason}") from None
+    except ApiUsageError as exc:
+        raise LevelError(f"{file}: {exc}") from None
+
+
+def validate(levels: Sequence[Level]) -> None:
+    """Write every level's bytes, validated as set_states validates (LevelError naming the file
+    and the field of the first one refused)."""
+    try:
+        blobs = states_to_bytes([level.state for level in levels])
+    except StateDecodeError as exc:
+        raise LevelError(f"{levels[exc.index].path}: procgen would not play it: {exc.reason} "
+                         f"(field {exc.field!r})") from None  # fmt: skip
+    except ApiUsageError as exc:
+        raise LevelError(str(exc)) from None
+    for level, blob in zip(levels, blobs):
+        level.blob = blob
+
+
+def level_paths(folder: os.PathLike | str) -> List[Path]:
+    """The level files of a folder: every file not starting with '.', sorted by name."""
+    where = Path(folder)
+    if not where.is_dir():
+        raise LevelError(f"{str(where)!r} is not a folder")
+    paths = sorted(p for p in where.iterdir() if p.is_file() and not p.name.startswith("."))
+    if not paths:
+        raise LevelError(f"{str(where)!r} holds no level files (.txt text levels or saved states)")
+    return paths
+
+
+def load_levels(paths: Sequence[os.PathLike | str]) -> List[Level]:
+    """Read and validate level files (their ``blob`` set)."""
+    levels = [read_level(p) for p in paths]
+    validate(levels)
+    return levels
+
+
+def env_options(state: State) -> Dict[str, Any]:
+    """The options of the procgen env ``state`` fits (distribution_mode, the header's flags, and
+    start_level / num_levels from its level seed range): what make_procgen_env and the vec envs
+    take."""
+    low, high = int(state.scalars["level_seed_low"]), int(state.scalars["level_seed_high"])
+    levels = (0, 0) if (low, high) == (0, ALL_LEVELS_HIGH) else (low, high - low)
+    return {**procgen_options(state.scalars), "start_level": levels[0], "num_levels": levels[1]}
