@@ -133,13 +133,15 @@ def test_committed_checkpoints_still_play_their_game(folder: Path) -> None:
     """A committed checkpoint rebuilds its env from env.json, whose observation must still have
     the shape its policy was trained on (an observation change breaks this test), and plays."""
     pytest.importorskip("stable_baselines3")
-    from procgen_entities.tools.checkpoint import Checkpoint, load_policy
+    from procgen_entities.tools.checkpoint import Checkpoint, load_policy, wants_dict_observation
 
     checkpoint = Checkpoint.load(folder)
     policy = load_policy(folder)
     files = {p.name for p in folder.iterdir()}
-    assert files == {"env.json", "policy.json", "policy.pt", "policy.npz", "normalizer.npz"}
-    episodes = run_episodes(checkpoint.env, policy, 8, seed=3)
+    normalizer = "normalizer-dict.npz" if checkpoint.env.grid else "normalizer.npz"
+    assert files == {"env.json", "policy.json", "policy.pt", "policy.npz", normalizer}
+    flat = not wants_dict_observation(folder)
+    episodes = run_episodes(checkpoint.env, policy, 8, seed=3, flatten=flat)
     assert len(episodes.causes) == 8 and all(episodes.causes)
     assert checkpoint.steps >= 3_000_000
 

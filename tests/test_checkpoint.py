@@ -27,6 +27,8 @@ from procgen_entities.tools.numpy_policy import MlpPolicy, Normalizer, read_npz
 REPO = Path(__file__).resolve().parents[1]
 CHECKPOINTS = [REPO / "checkpoints" / g for g in ("coinrun", "ninja", "climber")]
 DATA_FILES = {"env.json", "policy.json", "policy.pt", "policy.npz", "normalizer.npz"}
+#: a dict-form policy's (sb3_ppo --grid): per-key statistics
+DICT_DATA_FILES = DATA_FILES - {"normalizer.npz"} | {"normalizer-dict.npz"}
 #: Blocks torch and SB3 in a child process: what a core install without them sees.
 NO_TORCH = """
 import importlib.abc, sys
@@ -77,12 +79,19 @@ def _copy(folder: Path, to: Path, names: List[str]) -> Path:
 
 @pytest.mark.parametrize("folder", CHECKPOINTS, ids=lambda p: p.name)
 def test_committed_checkpoints_are_data_that_loads_without_pickle(folder: Path) -> None:
-    assert {p.name for p in folder.iterdir()} == DATA_FILES
+    from procgen_entities.tools.numpy_policy import DictNormalizer
+
+    files = {p.name for p in folder.iterdir()}
+    assert files in (DATA_FILES, DICT_DATA_FILES)
     spec = json.loads((folder / "policy.json").read_text())
     weights = read_npz(folder / "policy.npz")  # allow_pickle=False
     assert all(a.dtype == np.float32 for a in weights.values())
-    stats = Normalizer.load(folder / "normalizer.npz")
-    assert stats.obs_mean.shape == (spec["observation_size"],) and stats.obs_count > 1e6
+    if files == DICT_DATA_FILES:  # the slot values and globals normalised, per key
+        dict_stats = DictNormalizer.load(folder / "normalizer-dict.npz")
+        assert dict_stats.means and min(dict_stats.counts.values()) > 1e6
+    else:
+        stats = Normalizer.load(folder / "normalizer.npz")
+        assert stats.obs_mean.shape == (spec["observation_size"],) and stats.obs_count > 1e6
     torch = pytest.importorskip("torch")
     state = torch.load(folder / "policy.pt", weights_only=True)
     assert set(state) == set(weights)
@@ -101,7 +110,7 @@ def grid_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A dict-form SB3 run (sb3_ppo --grid: FlatGridExtractor), two tiny updates."""
     pytest.importorskip("stable_baselines3")
     out = tmp_path_factory.mktemp("grid") / "run"
-    run = [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", "ninja", "--grid", "--smoke",
+    run = [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", "coinrun", "--grid", "--smoke",
            "--out", str(out)]  # fmt: skip
     proc = subprocess.run(run, capture_output=True, text=True, cwd=REPO, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -110,10 +119,12 @@ def grid_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.live
 def test_numpy_inference_of_the_grid_policy_acts_as_torch(grid_run: Path) -> None:
-    _numpy_acts_as_torch(grid_run)
+    # an untrained greedy policy rarely ends an episode in 300 steps; the committed ninja
+    # checkpoint (a grid policy) covers the episode ends
+    _numpy_acts_as_torch(grid_run, need_ends=False)
 
 
-def _numpy_acts_as_torch(folder: Path) -> None:
+def _numpy_acts_as_torch(folder: Path, need_ends: bool = True) -> None:
     """Over 300 steps of 16 envs driven by the torch policy: the numpy logits within 1e-5 of
     torch's and the same greedy action in every env at every step (flat MLP and grid forms)."""
     pytest.importorskip("stable_baselines3")
@@ -154,7 +165,7 @@ def _numpy_acts_as_torch(folder: Path) -> None:
         obs, _, terminated, truncated, _ = env.step(actions)
         ends += int((terminated | truncated).sum())
     env.close()
-    assert worst < 1e-5 and ends > 0
+    assert worst < 1e-5 and (ends > 0 or not need_ends)
 
 
 @pytest.mark.live
