@@ -241,17 +241,31 @@ class Soak:
 
 
 def judge(samples: List[Dict[str, int]], warmup: int, rss_growth_mib: float) -> List[str]:
-    """What grew: the median of the last five samples against the first five after warm-up."""
+    """What grew after the warm-up, the last ten samples against the first ten: threads and
+    descriptors by their floor (a thread that join() has let go may still be exiting when a
+    sample is taken; a leaked one raises the floor), memory by the median."""
     after = samples[warmup:]
-    if len(after) < 10:
+    if len(after) < 20:
         return [f"only {len(after)} samples after the warm-up: run longer"]
     problems = []
-    for key, allowed in (("threads", 0), ("fds", 0), ("rss_kib", rss_growth_mib * 1024)):
-        start = statistics.median(s[key] for s in after[:5])
-        end = statistics.median(s[key] for s in after[-5:])
+    for key, allowed, level in (
+        ("threads", 0, min),
+        ("fds", 0, min),
+        ("rss_kib", rss_growth_mib * 1024, statistics.median),
+    ):
+        start = level(s[key] for s in after[:10])
+        end = level(s[key] for s in after[-10:])
         if end - start > allowed:
             problems.append(f"{key} grew from {start:g} to {end:g}")
     return problems
+
+
+def _by_minute(samples: List[Dict[str, int]]) -> List[float]:
+    """The last resident memory sample of each minute, MiB."""
+    last: Dict[int, int] = {}
+    for s in samples:
+        last[s["t"] // 60] = s["rss_kib"]
+    return [round(last[m] / 1024, 1) for m in sorted(last)]
 
 
 def main() -> int:
@@ -287,6 +301,7 @@ def main() -> int:
         "minutes": args.minutes, "operations": len(samples), "counts": counts,
         "start": samples[0], "after_warmup": base, "end": samples[-1],
         "max": {k: max(s[k] for s in samples[warmup or 0:]) for k in ("rss_kib", "threads", "fds")},
+        "rss_mib_by_minute": _by_minute(samples),
         "problems": problems,
     }, indent=1))  # fmt: skip
     return 1 if problems else 0
