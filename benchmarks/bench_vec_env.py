@@ -9,10 +9,16 @@ game: relative_positions=True), random actions, hard mode. Runners, all with the
   serial          procgen act + get_state in a Python loop: states, no entities
   headless/direct/get_state   ProcgenVecEnv with that engine, default threads (cores)
   headless 1 thread           thread scaling of the default engine
-  gymnasium       EntityVectorEnv.for_training (padded arrays + masks, the recipe's tilemap and
-                  caps, NEXT_STEP autoreset, hard mode): one native call per step
+  gymnasium       EntityVectorEnv (padded arrays + masks, default caps, NEXT_STEP autoreset)
+  gymnasium training   EntityVectorEnv.for_training (the training recipe's tilemap and caps),
+                  in the mode the others play
   seed-style      (--seed-style) one procgen env per env, Python parse, entity-gym EnvList
 Then where a headless step's time goes. Prints ratios; machines are noisy, so compare within a run.
+
+Without entity-gym (the procgen-gym stack on Python 3.13, where ragged-buffer has no wheels)
+the ProcgenVecEnv rows and the breakdown are left out and the engines are measured through
+EntityVectorEnv instead (gymnasium / gymnasium direct / gymnasium get_state, the last two in
+SAME_STEP): the gymnasium rows against that backend's pixels say what the engine gives there.
 """
 
 from __future__ import annotations
@@ -24,12 +30,20 @@ import time
 from typing import Any, Callable, Dict, List
 
 import numpy as np
-from ragged_buffer import RaggedBufferI64
 
 from procgen_entities.backends import backend_name
-from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
 from procgen_entities.games import NUM_ACTIONS, get_game
+from procgen_entities.gymnasium import EntityVectorEnv
 from procgen_entities.procgen_envs import make_procgen_env
+
+try:
+    from ragged_buffer import RaggedBufferI64
+
+    from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
+
+    HAVE_ENTITY_GYM = True
+except ImportError:  # the procgen-gym stack: the Gymnasium rows only
+    HAVE_ENTITY_GYM = False
 
 
 def training_obs(game: str) -> Dict[str, Any]:
@@ -54,7 +68,7 @@ def interleaved_rates(
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def action_batches(n: int, count: int = 32) -> List[Dict[str, RaggedBufferI64]]:
+def action_batches(n: int, count: int = 32) -> List[Dict[str, Any]]:
     rng = np.random.default_rng(0)
     ones = np.ones(n, dtype=np.int64)
     return [
@@ -63,7 +77,7 @@ def action_batches(n: int, count: int = 32) -> List[Dict[str, RaggedBufferI64]]:
     ]
 
 
-def vec_env(game: str, n: int, **kw: Any) -> ProcgenVecEnv:
+def vec_env(game: str, n: int, **kw: Any) -> "ProcgenVecEnv":
     env = ProcgenVecEnv(game, n, seed=0, relative_positions=True, **training_obs(game), **kw)
     env.reset(env.obs_space())
     return env
@@ -71,22 +85,27 @@ def vec_env(game: str, n: int, **kw: Any) -> ProcgenVecEnv:
 
 def bench_game(game: str, n: int, steps: int, repeats: int, seed_style: bool) -> Dict[str, float]:
     raw = np.random.default_rng(0).integers(0, NUM_ACTIONS, (32, n)).astype(np.int32)
-    acts = action_batches(n)
     serial_env = make_procgen_env(game, n, rand_seed=0)
     pixel_env = make_procgen_env(game, n, rand_seed=0)
     cores = os.cpu_count() or 1
-    vecs = {
-        f"{engine}": vec_env(game, n, engine=engine)
-        for engine in ("headless", "direct", "get_state")
-    }
-    if cores > 1:
-        vecs["headless 1 thread"] = vec_env(game, n, engine="headless", num_threads=1)
-    from procgen_entities.gymnasium import EntityVectorEnv
-
-    # the training recipe's observation (tilemap, caps; games.py) in this benchmark's hard mode
-    gym_env = EntityVectorEnv.for_training(game, n, seed=0, distribution_mode="hard")
-    gym_env.reset()
-    closers: List[Any] = [serial_env, pixel_env, *vecs.values(), gym_env]
+    vecs: Dict[str, Any] = {}
+    acts: List[Dict[str, Any]] = []
+    if HAVE_ENTITY_GYM:
+        acts = action_batches(n)
+        vecs = {engine: vec_env(game, n, engine=engine) for engine in ENGINES}
+        if cores > 1:
+            vecs["headless 1 thread"] = vec_env(game, n, engine="headless", num_threads=1)
+    gym_envs = {"gymnasium": gymnasium_env(game, n)}
+    if not HAVE_ENTITY_GYM:  # the procgen-stepped engines through the Gymnasium env instead
+        for engine in ENGINES[1:]:
+            gym_envs[f"gymnasium {engine}"] = gymnasium_env(game, n, engine=engine)
+    # the training recipe's observation, in the mode every other runner plays
+    gym_envs["gymnasium training"] = EntityVectorEnv.for_training(
+        game, n, seed=0, distribution_mode="hard"
+    )
+    for env in gym_envs.values():
+        env.reset()
+    closers: List[Any] = [serial_env, pixel_env, *vecs.values(), *gym_envs.values()]
 
     def serial(k: int) -> None:
         for i in range(k):
@@ -98,7 +117,7 @@ def bench_game(game: str, n: int, steps: int, repeats: int, seed_style: bool) ->
             pixel_env.act(raw[i % 32])
             pixel_env.observe()
 
-    def vec_runner(vec: ProcgenVecEnv) -> Callable[[int], None]:
+    def vec_runner(vec: Any) -> Callable[[int], None]:
         space = vec.obs_space()
 
         def run(k: int) -> None:
@@ -107,15 +126,18 @@ def bench_game(game: str, n: int, steps: int, repeats: int, seed_style: bool) ->
 
         return run
 
-    def gymnasium_runner(k: int) -> None:
-        for i in range(k):
-            gym_env.step(raw[i % 32])
+    def gymnasium_runner(env: EntityVectorEnv) -> Callable[[int], None]:
+        def run(k: int) -> None:
+            for i in range(k):
+                env.step(raw[i % 32])
+
+        return run
 
     runners: Dict[str, Callable[[int], None]] = {"pixels": pixels, "serial": serial}
     runners.update({name: vec_runner(vec) for name, vec in vecs.items()})
-    runners["gymnasium"] = gymnasium_runner
+    runners.update({name: gymnasium_runner(env) for name, env in gym_envs.items()})
     block = {name: steps for name in runners}
-    for fast in ("headless", "headless 1 thread", "gymnasium"):
+    for fast in ("headless", "headless 1 thread", "gymnasium", "gymnasium training"):
         block[fast] = steps * 4  # fast: longer blocks
     if seed_style:
         from entity_gym.env import EnvList
@@ -138,6 +160,19 @@ def bench_game(game: str, n: int, steps: int, repeats: int, seed_style: bool) ->
     finally:
         for env in closers:
             env.close()
+
+
+ENGINES = ("headless", "direct", "get_state")
+
+
+def gymnasium_env(game: str, n: int, engine: str = "auto") -> EntityVectorEnv:
+    """The ProcgenVecEnv runners' observation as a Gymnasium env (SAME_STEP where procgen
+    steps: NEXT_STEP needs the headless engine)."""
+    mode = "SameStep" if engine in ("direct", "get_state") else None
+    return EntityVectorEnv(
+        game, n, seed=0, engine=engine, autoreset_mode=mode, relative_positions=True,
+        **training_obs(game),
+    )  # fmt: skip
 
 
 def breakdown(game: str, n: int, steps: int) -> Dict[str, float]:
@@ -170,17 +205,21 @@ def main() -> None:
     print(
         f"{args.steps} steps x {args.repeats} repeats, {os.cpu_count()} cores, procgen backend "
         f"{backend_name()} (PROCGEN_ENTITIES_BACKEND selects another)"
+        + ("" if HAVE_ENTITY_GYM else "; no entity-gym: the Gymnasium rows only")
     )
     for game in args.games:
         for n in args.envs:
             results = bench_game(game, n, args.steps, args.repeats, args.seed_style)
-            pixels, get_state = results["pixels"], results["get_state"]
+            pixels = results["pixels"]
+            get_state = results.get("get_state", results.get("gymnasium get_state", 0.0))
             print(f"\n{game}, {n} envs")
             print(f"  {'':20s} {'steps/s':>9s} {'vs pixels':>10s} {'vs get_state':>13s}")
             for name, value in results.items():
                 print(
                     f"  {name:20s} {value:9.0f} {value / pixels:9.2f}x {value / get_state:12.2f}x"
                 )
+        if not HAVE_ENTITY_GYM:
+            continue
         print(f"  where a headless step goes ({args.envs[0]} envs, µs per env step):")
         for name, us in breakdown(game, args.envs[0], 200).items():
             print(f"    {name:34s} {us:7.2f}")

@@ -13,7 +13,12 @@ refuses a batch unless every blob
    game (games.value_ranges), exactly for small integer codes (themes, sprite ids, layers),
    with a margin for counters (up to the time limit), coordinates and velocities; entity floats
    must be finite;
-4. survives procgen itself: a forked child process restores the whole batch into a fresh procgen
+4. has trailer vectors that agree with the level they belong to, where procgen derives them
+   from the grid once per level and later trusts them (``_check_trailer_vectors``: chaser's
+   free cells and walls, leaper's lanes); a chaser state whose ``is_space_vec`` says "wall"
+   everywhere passed every check above and the trial, then died of SIGFPE at the first
+   enemy's turn;
+5. survives procgen itself: a forked child process restores the whole batch into a fresh procgen
    vec env (no threads), steps it ``probe_steps`` times with every action and renders it. If the
    child crashes, hangs or fails, the batch is refused and this process never touched procgen.
    (Each blob is tried in three copies with their own random actions.)
@@ -63,6 +68,10 @@ UNRANGED = (
 #: Integer codes with a range this small must lie inside it exactly (sprite ids, themes, layers,
 #: modes); wider integer ranges are counters and get a margin as wide as the range.
 EXACT_INT_SPAN = 64
+#: chaser's wall tile (chaser.cpp: MAZE_WALL = 5); leaper's lane tiles (leaper.cpp: ROAD = 2,
+#: WATER = 3).
+CHASER_WALL = 5
+LEAPER_ROAD, LEAPER_WATER = 2, 3
 PROBE_TIMEOUT_S = 30.0
 PROBE_COPIES = 3
 
@@ -166,6 +175,61 @@ def _check_ranges(batch: StateBatch, game: str) -> None:
             raise _refuse(i, f"the grid holds tile ids that never occur in {game}", "grid.data")
 
 
+def _check_trailer_vectors(batch: StateBatch, game: str) -> None:
+    """Trailer vectors that must agree with the state's own grid (checked on every state of
+    long rollouts: real states always agree)."""
+    check = _TRAILER_CHECKS.get(game)
+    if check is None:
+        return
+    assert batch.grid is not None
+    for i in range(len(batch)):
+        problem = check(batch, i, batch.grid[i])
+        if problem is not None:
+            field, reason = problem
+            raise _refuse(i, reason, field)
+
+
+def _chaser_vectors(batch: StateBatch, i: int, grid: np.ndarray) -> Optional[Tuple[str, str]]:
+    """chaser.cpp game_reset: ``is_space_vec[k]`` is ``grid[k] != MAZE_WALL`` and ``free_cells``
+    the indices where it holds; walls never change. Enemies at a junction pick a random
+    neighbour that ``is_space_vec`` calls free (``% space_neighbors.size()``), and a missing
+    enemy respawns at ``free_cells[step_rand_int % free_cells.size()]``: an empty set is a
+    division by zero (SIGFPE), a cell outside the grid an entity outside the maze."""
+    space = batch.vector("is_space_vec", i).astype(bool)
+    if not np.array_equal(space, grid.ravel() != CHASER_WALL):
+        return "vector.is_space_vec", "is_space_vec differs from the grid's walls"
+    if not np.array_equal(batch.vector("free_cells", i), np.flatnonzero(space)):
+        return "vector.free_cells", "free_cells are not the grid's free cells"
+    return None
+
+
+def _leaper_vectors(batch: StateBatch, i: int, grid: np.ndarray) -> Optional[Tuple[str, str]]:
+    """leaper.cpp game_reset: one road row per ``road_lane_speeds`` item from ``bottom_road_y``
+    up, one water row per ``water_lane_speeds`` item from ``bottom_water_y`` up, the goal row
+    after the water; every step spawns cars and logs per lane (any length was accepted)."""
+    road, water = batch.vector("road_lane_speeds", i), batch.vector("water_lane_speeds", i)
+    bottom_road = int(batch.extras["bottom_road_y"][i])
+    bottom_water = int(batch.extras["bottom_water_y"][i])
+    for name, bottom, count, tile in (
+        ("road_lane_speeds", bottom_road, len(road), LEAPER_ROAD),
+        ("water_lane_speeds", bottom_water, len(water), LEAPER_WATER),
+    ):
+        full = (grid == tile).all(axis=1)  # the rows of this lane kind
+        lanes = full[bottom : bottom + count] if 0 <= bottom else full[:0]
+        if (
+            len(lanes) != count
+            or not lanes.all()
+            or full[bottom + count : bottom + count + 1].any()
+        ):
+            return f"vector.{name}", f"{name} has {count} lanes; the grid's rows differ"
+    if int(batch.extras["goal_y"][i]) != bottom_water + len(water) + 1:
+        return "trailer.goal_y", "goal_y is not the row after the water lanes"
+    return None
+
+
+_TRAILER_CHECKS = {"chaser": _chaser_vectors, "leaper": _leaper_vectors}
+
+
 def _probe_child(game: str, states: Sequence[bytes], options: Dict[str, Any], steps: int) -> None:
     """Each blob restored PROBE_COPIES times, each copy stepped (and rendered) with its own
     random actions: what happens after a restore depends on the actions taken."""
@@ -264,19 +328,20 @@ def check_restorable(
 
 
 def check_values(states: Sequence[bytes], game: str, current: StateBatch) -> StateBatch:
-    """Steps 1-3 of check_restorable (everything but the trial restore); returns the parse."""
+    """Steps 1-4 of check_restorable (everything but the trial restore); returns the parse."""
     if len(states) != len(current.reward):
         raise ValueError(f"expected {len(current.reward)} states (one per env), got {len(states)}")
     batch = parse_states(states, game=game)
     with np.errstate(invalid="ignore"):  # NaNs are refused below, not warned about
         _check_like(batch, current)
         _check_ranges(batch, game)
+        _check_trailer_vectors(batch, game)
     return batch
 
 
 def trial_restore(
     game: str, states: Sequence[bytes], procgen_options: Dict[str, Any], probe_steps: int = 16
 ) -> None:
-    """Step 4 of check_restorable: the forked set_state, steps and render (StateDecodeError
+    """Step 5 of check_restorable: the forked set_state, steps and render (StateDecodeError
     field "set_state" if procgen crashes, hangs or fails)."""
     _probe(game, [bytes(s) for s in states], procgen_options, probe_steps)

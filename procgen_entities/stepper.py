@@ -172,12 +172,13 @@ class ProcgenStepper:
         self._terminal_written = np.zeros(n, dtype=np.uint8)
         self._pending_reset = np.zeros(n, dtype=np.uint8)
         self._make_envs()
-        if defer_reset and self.engine != "headless":
-            self.close()
-            raise EngineMismatch(
-                f"defer_reset needs the headless engine (this env runs {self.engine})"
-            )
-        self._step_flags = _collector.DEFER_RESET if defer_reset else 0
+        self._step_flags = 0
+        if defer_reset:
+            try:
+                self.defer_resets()
+            except EngineMismatch:
+                self.close()
+                raise
         if self.engine == "headless":
             self._terminal = _collector.StateCollector(self._spec, n, 1)
         self._scalars = np.zeros((n, len(SCALAR_NAMES)), dtype=np.float64)
@@ -202,6 +203,17 @@ class ProcgenStepper:
         # after step_observe the state set (and the step_values arrays) lag the live games
         self._stale = False
         _OPEN.add(self)
+
+    def defer_resets(self) -> None:
+        """From now on an ended env shows its terminal state and resets on its next step (as
+        ``defer_reset=True``); EngineMismatch (a ValueError) unless the engine is headless
+        (procgen's own stepping resets in the same step). For a caller that picks the mode
+        after the engine is known."""
+        if self.engine != "headless":
+            raise EngineMismatch(
+                f"defer_reset needs the headless engine (this env runs {self.engine})"
+            )
+        self._step_flags = _collector.DEFER_RESET
 
     def _left_behind_by_fork(self) -> None:
         """In a forked child: the threads of procgen's envs and of the pool are gone (the pool

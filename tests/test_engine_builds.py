@@ -173,7 +173,7 @@ def test_corrupted_layout_of_an_unknown_build_falls_back(monkeypatch: pytest.Mon
         stepper.step(np.full(4, 7, dtype=np.int32))
 
 
-def test_unknown_build_without_dwarf_falls_back(
+def _pretend_unknown_build_without_dwarf(
     libenv: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The DWARF-less build is a real one: a copy of libenv.so with its debug sections stripped,
@@ -191,6 +191,12 @@ def test_unknown_build_without_dwarf_falls_back(
     monkeypatch.setattr(
         dwarf_module, "cached_layout", lambda path, build_id: real(str(stripped), build_id)
     )
+
+
+def test_unknown_build_without_dwarf_falls_back(
+    libenv: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _pretend_unknown_build_without_dwarf(libenv, tmp_path, monkeypatch)
     with pytest.warns(EngineFallbackWarning, match="no layout from its DWARF"):
         stepper = ProcgenStepper("coinrun", 4, seed=1)
     with stepper:
@@ -241,3 +247,48 @@ def test_defaults_run_headless_with_next_step_on_this_backend() -> None:
             env.step(env.action_space.sample())
     finally:
         env.close()
+
+
+def test_default_make_vec_on_a_fallback_engine_declares_same_step(
+    libenv: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where ``auto`` cannot run headless (an unknown build without DWARF), the default
+    ``make_vec`` still builds: it runs and declares SAME_STEP (procgen's stepping resets in the
+    same step), warns, and gives no made-up terminal observation; RLlib's explicit NEXT_STEP is
+    refused with the reason."""
+    import gymnasium
+    from gymnasium.vector import AutoresetMode
+
+    import procgen_entities.gymnasium  # noqa: F401  (registers the ids)
+    from procgen_entities.gymnasium import vector
+
+    _pretend_unknown_build_without_dwarf(libenv, tmp_path, monkeypatch)
+    monkeypatch.setattr(vector, "_WARNED_SAME_STEP", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env = gymnasium.make_vec(
+            "procgen_entities/coinrun-v0", num_envs=4, vectorization_mode="vector_entry_point"
+        )
+    messages = [str(w.message) for w in caught if w.category is EngineFallbackWarning]
+    assert any("get_state engine cannot show terminal observations" in m for m in messages)
+    try:
+        assert env.unwrapped.engine == "get_state"  # type: ignore[attr-defined]
+        assert env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+        env.reset(seed=0)
+        rng = np.random.default_rng(0)
+        for _ in range(1000):
+            _, reward, terminated, truncated, info = env.step(rng.integers(0, 15, 4))
+            if (terminated | truncated).any():
+                break
+        ended = terminated | truncated
+        assert ended.any() and "final_obs" not in info
+        # SAME_STEP: the ending step already shows the next level
+        assert (info["level_seed"][ended] != info["prev_level_seed"][ended]).all()
+    finally:
+        env.close()
+    with pytest.raises(EngineUnavailable, match="NEXT_STEP needs the headless engine"):
+        with pytest.warns(EngineFallbackWarning, match="falling back to the get_state engine"):
+            gymnasium.make_vec(
+                "procgen_entities/coinrun-v0", num_envs=4, vectorization_mode="vector_entry_point",
+                autoreset_mode="NextStep",
+            )  # fmt: skip

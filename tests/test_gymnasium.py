@@ -213,10 +213,20 @@ def test_registered_ids_give_the_native_classes() -> None:
     vec.close()
 
 
-def test_engines_without_terminal_states_say_so() -> None:
-    with pytest.raises(EngineUnavailable, match="NEXT_STEP needs the headless engine"):
-        EntityVectorEnv("bigfish", 2, engine="get_state")
-    env = EntityVectorEnv("bigfish", 2, seed=3, engine="get_state", autoreset_mode="SameStep")
+def test_engines_without_terminal_states_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An explicit NEXT_STEP or DISABLED is refused on an engine procgen steps; the default
+    becomes SAME_STEP there, declared in the metadata, with one warning per process."""
+    from procgen_entities.engine import EngineFallbackWarning
+    from procgen_entities.gymnasium import vector
+
+    for mode in ("NextStep", "Disabled"):
+        with pytest.raises(EngineUnavailable, match="needs the headless engine"):
+            EntityVectorEnv("bigfish", 2, engine="get_state", autoreset_mode=mode)
+    monkeypatch.setattr(vector, "_WARNED_SAME_STEP", set())
+    with pytest.warns(EngineFallbackWarning, match="get_state engine .* SAME_STEP"):
+        EntityVectorEnv("bigfish", 2, engine="get_state").close()
+    env = EntityVectorEnv("bigfish", 2, seed=3, engine="get_state")  # warned already: silent
+    assert env.autoreset_mode == env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
     env.reset()
     rng = np.random.default_rng(0)
     for _ in range(400):

@@ -8,7 +8,10 @@ Episodes (``autoreset_mode``):
 
 - ``NEXT_STEP`` (Gymnasium's default, what RLlib assumes; needs the headless engine): the step
   that ends an episode returns its terminal observation; the env's next step resets it, ignores
-  its action, and returns the new episode's first observation with reward 0.
+  its action, and returns the new episode's first observation with reward 0. The default
+  (``autoreset_mode=None``) is NEXT_STEP on the headless engine; on the procgen-stepped ones,
+  which cannot offer it, SAME_STEP with one EngineFallbackWarning (``metadata["autoreset_mode"]``
+  says which); an explicit NEXT_STEP or DISABLED there raises EngineUnavailable.
 - ``SAME_STEP``: the step that ends an episode returns the next episode's first observation;
   with the headless engine ``info["final_obs"]`` (and ``info["final_info"]``) hold the terminal
   one. The procgen-stepped engines have no terminal state (procgen reset already): they give no
@@ -25,7 +28,8 @@ Episode returns and lengths go to ``info["episode_stats"]`` (``stats_key``), not
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+import warnings
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 import gymnasium
 import numpy as np
@@ -35,7 +39,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from procgen_entities import _collector
-from procgen_entities.engine import EngineUnavailable
+from procgen_entities.engine import EngineFallbackWarning, EngineUnavailable
 from procgen_entities.errors import UsageError
 from procgen_entities.features import (
     ACTION_LABELS,
@@ -56,7 +60,7 @@ from procgen_entities.gymnasium.observation import (
     training_caps,
 )
 from procgen_entities.parse import game_spec
-from procgen_entities.stepper import EngineMismatch, ProcgenStepper, locked
+from procgen_entities.stepper import ProcgenStepper, locked
 from procgen_entities.tilemap import (
     DEFAULT_CHUNK,
     CameraConverter,
@@ -109,26 +113,16 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         grid: bool = False,
         engine: str = "auto",
         seed: Optional[int] = None,
-        autoreset_mode: Union[AutoresetMode, str] = AutoresetMode.NEXT_STEP,
+        autoreset_mode: Union[AutoresetMode, str, None] = None,
         render_mode: Optional[str] = "rgb_array",
         stats_key: str = "episode_stats",
         **options: Any,
     ) -> None:
         if grid and not get_game(game).has_tilemap:
             raise UsageError(f"grid=True: {game} has no tiles (an entity-only game)")
-        mode = AutoresetMode(autoreset_mode)
-        self.autoreset_mode = mode
         self.stats_key = stats_key
-        defer = mode != AutoresetMode.SAME_STEP  # NEXT_STEP and DISABLED show terminal states
-        try:
-            self._stepper = ProcgenStepper(
-                game, num_envs, engine=engine, seed=seed, defer_reset=defer, **options
-            )
-        except EngineMismatch:
-            raise EngineUnavailable(
-                f"autoreset_mode {mode.name} needs the headless engine (procgen's own "
-                "stepping resets in the same step); use SAME_STEP with this engine"
-            ) from None
+        self._stepper = ProcgenStepper(game, num_envs, engine=engine, seed=seed, **options)
+        self.autoreset_mode = mode = self._autoreset(autoreset_mode)
         self.engine = self._stepper.engine
         self.game = self._stepper.game
         self.num_envs = num_envs = self._stepper.num_envs
@@ -170,6 +164,25 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self._returns = np.zeros(num_envs, dtype=np.float64)
         self._lengths = np.zeros(num_envs, dtype=np.int64)
         self._builder = self._make_builder()
+
+    def _autoreset(self, requested: Union[AutoresetMode, str, None]) -> AutoresetMode:
+        """The episode mode: ``requested``, or by default NEXT_STEP where the engine can show
+        terminal states (headless) and SAME_STEP, with one warning, where it cannot (procgen's
+        own stepping has reset already: a terminal observation would be made up)."""
+        mode = AutoresetMode.NEXT_STEP if requested is None else AutoresetMode(requested)
+        if mode == AutoresetMode.SAME_STEP:
+            return mode
+        if self._stepper.engine == "headless":
+            self._stepper.defer_resets()  # NEXT_STEP and DISABLED show terminal states first
+            return mode
+        if requested is not None:
+            self._stepper.close()
+            raise EngineUnavailable(
+                f"autoreset_mode {mode.name} needs the headless engine (procgen's own stepping "
+                f"resets in the same step); use SAME_STEP with the {self._stepper.engine} engine"
+            )
+        _warn_same_step_once(self._stepper.engine)
+        return AutoresetMode.SAME_STEP
 
     @property
     def _call_lock(self) -> Any:
@@ -493,6 +506,24 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         outs, obs = self._outputs(self.num_envs, step=False)
         self._stepper.observe(self._builder, outs)
         return self._finish(obs)
+
+
+#: The engines the SAME_STEP fallback has been announced for (one warning per process each).
+_WARNED_SAME_STEP: Set[str] = set()
+
+
+def _warn_same_step_once(engine: str) -> None:
+    if engine in _WARNED_SAME_STEP:
+        return
+    _WARNED_SAME_STEP.add(engine)
+    warnings.warn(
+        f"the {engine} engine cannot show terminal observations (procgen resets in the same "
+        "step): this env runs autoreset_mode SAME_STEP (metadata['autoreset_mode']) without "
+        "info['final_obs']; pass autoreset_mode='SameStep' to silence this, or use a build the "
+        "headless engine supports (docs/engine.md) for NEXT_STEP",
+        EngineFallbackWarning,
+        stacklevel=4,
+    )
 
 
 def _distance_columns(features: List[str]) -> Optional[Tuple[str, int, int]]:
