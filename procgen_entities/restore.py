@@ -189,7 +189,7 @@ def _check_trailer_vectors(batch: StateBatch, game: str) -> None:
             raise _refuse(i, reason, field)
 
 
-def _chaser_vectors(batch: StateBatch, i: int, grid: np.ndarray) -> Optional[Tuple[str, str]]:
+def _chaser_vectors(batch: StateBatch, i: int, grid: npt.NDArray[Any]) -> Optional[Tuple[str, str]]:
     """chaser.cpp game_reset: ``is_space_vec[k]`` is ``grid[k] != MAZE_WALL`` and ``free_cells``
     the indices where it holds; walls never change. Enemies at a junction pick a random
     neighbour that ``is_space_vec`` calls free (``% space_neighbors.size()``), and a missing
@@ -203,7 +203,7 @@ def _chaser_vectors(batch: StateBatch, i: int, grid: np.ndarray) -> Optional[Tup
     return None
 
 
-def _leaper_vectors(batch: StateBatch, i: int, grid: np.ndarray) -> Optional[Tuple[str, str]]:
+def _leaper_vectors(batch: StateBatch, i: int, grid: npt.NDArray[Any]) -> Optional[Tuple[str, str]]:
     """leaper.cpp game_reset: one road row per ``road_lane_speeds`` item from ``bottom_road_y``
     up, one water row per ``water_lane_speeds`` item from ``bottom_water_y`` up, the goal row
     after the water; every step spawns cars and logs per lane (any length was accepted)."""
