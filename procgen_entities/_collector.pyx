@@ -406,16 +406,10 @@ cdef class StateCollector:
         if (truncated.shape[0] != self.num_states or terminal_written.shape[0] != self.num_states
                 or pending.shape[0] != self.num_states):
             raise UsageError("per-env outputs must have one entry per state")
-        cdef pe_state_set *terminal_set = NULL
-        if terminal is not None:
-            terminal._check_open()
-            if terminal.num_states != self.num_states:
-                raise UsageError("the terminal collector has another size")
-            terminal_set = terminal.set
+        cdef pe_state_set *terminal_set
         cdef pe_live_outputs outputs
-        outputs.truncated = &truncated[0]
-        outputs.terminal = &terminal_written[0]
-        outputs.pending = &pending[0]
+        _live_outputs(terminal, self.num_states, truncated, terminal_written, pending, &outputs,
+                      &terminal_set)
         cdef int64_t bad_index = -1
         cdef pe_error err
         cdef pe_status status
@@ -436,6 +430,23 @@ cdef class StateCollector:
         if i < 0 or i >= self.num_states:
             raise IndexError(i)
         return <bytes>(<char *>self.set.buffers[i])[:self.set.lengths[i]]
+
+
+cdef int _live_outputs(StateCollector terminal, Py_ssize_t n, uint8_t[::1] truncated,
+                       uint8_t[::1] terminal_written, uint8_t[::1] pending,
+                       pe_live_outputs *outputs, pe_state_set **terminal_set) except -1:
+    """The per-env outputs of a live step (and the terminal collector's set, NULL for None),
+    shared by StateCollector.step_live and ObservationBuilder.step_live."""
+    terminal_set[0] = NULL
+    if terminal is not None:
+        terminal._check_open()
+        if terminal.num_states != n:
+            raise UsageError("the terminal collector has another size")
+        terminal_set[0] = terminal.set
+    outputs.truncated = &truncated[0]
+    outputs.terminal = &terminal_written[0]
+    outputs.pending = &pending[0]
+    return 0
 
 
 def pad_rows(const float[:, ::1] rows, const int64_t[::1] counts, float[:, :, ::1] out,
@@ -674,18 +685,11 @@ cdef class ObservationBuilder:
         if (actions.shape[0] != n or truncated.shape[0] != n or terminal_written.shape[0] != n
                 or pending.shape[0] != n):
             raise UsageError(f"actions and per-env outputs must have {n} entries")
-        cdef pe_state_set *terminal_set = NULL
-        if terminal is not None:
-            terminal._check_open()
-            if terminal.num_states != n:
-                raise UsageError("the terminal collector has another size")
-            terminal_set = terminal.set
+        cdef pe_state_set *terminal_set
+        cdef pe_live_outputs outputs
+        _live_outputs(terminal, n, truncated, terminal_written, pending, &outputs, &terminal_set)
         cdef pe_obs_out out
         self._outputs(&out, outs, n)
-        cdef pe_live_outputs outputs
-        outputs.truncated = &truncated[0]
-        outputs.terminal = &terminal_written[0]
-        outputs.pending = &pending[0]
         cdef int64_t bad_index = -1
         cdef pe_error err
         cdef pe_status status
