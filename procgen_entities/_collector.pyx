@@ -65,6 +65,20 @@ cdef int _set_read_map(pe_live_map *map, dict read_map) except -1:
     return 0
 
 
+cdef void _point_plan(pe_entity_plan *plan, const int32_t[::1] type_to_slot,
+                      const int32_t[::1] feature_start, const int32_t[::1] features,
+                      const int32_t[::1] condition, const uint8_t[::1] windowed):
+    """Point an entity plan at its (already checked, caller-kept) arrays."""
+    cdef Py_ssize_t n_slots = condition.shape[0]
+    plan.n_slots = <int32_t>n_slots
+    plan.lut_size = <int32_t>type_to_slot.shape[0]
+    plan.type_to_slot = &type_to_slot[0] if type_to_slot.shape[0] else NULL
+    plan.feature_start = &feature_start[0]
+    plan.features = &features[0] if features.shape[0] else NULL
+    plan.condition = &condition[0] if n_slots else NULL
+    plan.windowed = &windowed[0] if n_slots else NULL
+
+
 cdef class LiveGames:
     """A pe_live_spec (the write program, step offsets, procgen's functions) and the game objects
     of each procgen vec env (group) it reads. Built by procgen_entities/engine from a verified
@@ -248,13 +262,7 @@ cdef class StateCollector:
                 or windowed.shape[0] != n_slots):
             raise UsageError("entity plan arrays have inconsistent lengths")
         self._plan_arrays = (type_to_slot, feature_start, features, condition, windowed)
-        self.plan.n_slots = <int32_t>n_slots
-        self.plan.lut_size = <int32_t>type_to_slot.shape[0]
-        self.plan.type_to_slot = &type_to_slot[0] if type_to_slot.shape[0] else NULL
-        self.plan.feature_start = &feature_start[0]
-        self.plan.features = &features[0] if features.shape[0] else NULL
-        self.plan.condition = &condition[0] if n_slots else NULL
-        self.plan.windowed = &windowed[0] if n_slots else NULL
+        _point_plan(&self.plan, type_to_slot, feature_start, features, condition, windowed)
         if pe_plan_check(&self.plan, &self.spec.spec) != 0:
             self.has_plan = False
             raise UsageError("invalid entity plan")
@@ -535,13 +543,7 @@ cdef class ObservationBuilder:
             raise UsageError("global ops are (op, a, b) triples; too many support tiles")
         self._keep = (game, plan, derived, tiles, image)
         self.num_states = num_states
-        self.plan.n_slots = <int32_t>n_slots
-        self.plan.lut_size = <int32_t>type_to_slot.shape[0]
-        self.plan.type_to_slot = &type_to_slot[0] if type_to_slot.shape[0] else NULL
-        self.plan.feature_start = &feature_start[0]
-        self.plan.features = &features[0] if features.shape[0] else NULL
-        self.plan.condition = &condition[0] if n_slots else NULL
-        self.plan.windowed = &windowed[0] if n_slots else NULL
+        _point_plan(&self.plan, type_to_slot, feature_start, features, condition, windowed)
         self.spec.plan = &self.plan
         self.spec.derived = &derived[0] if derived.shape[0] else NULL
         self.spec.target_vector = target_vector
