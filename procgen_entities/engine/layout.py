@@ -203,16 +203,23 @@ def state_program(layout: Layout, game: Game) -> npt.NDArray[np.int32]:
     return np.asarray(ops, dtype=np.int32).reshape(-1)
 
 
-def entity_program(layout: Layout) -> npt.NDArray[np.int32]:
+def _entity_members(layout: Layout) -> List[Tuple[int, str]]:
+    """(offset, kind) of every Entity field a state holds, in state order; LayoutError where the
+    layout's type disagrees with the state's (int or float)."""
     from procgen_entities._parser import ENTITY_FIELD_IS_INT
 
-    ops = []
+    members = []
     for name, is_int in zip(ENTITY_FIELDS, ENTITY_FIELD_IS_INT):
         offset, size, type_text = layout.member("Entity", name)
         kind = _kind_of(type_text, size)
         if (kind == "f") == bool(is_int):
             raise LayoutError(f"Entity::{name} is {kind!r} in the layout")
-        ops.append((OP[_OP_OF_KIND[kind]], offset))
+        members.append((offset, kind))
+    return members
+
+
+def entity_program(layout: Layout) -> npt.NDArray[np.int32]:
+    ops = [(OP[_OP_OF_KIND[kind]], offset) for offset, kind in _entity_members(layout)]
     return np.asarray(ops, dtype=np.int32).reshape(-1)
 
 
@@ -221,7 +228,6 @@ def live_read_map(layout: Layout, game: Game) -> Dict[str, Any]:
     (offset, kind code) of every header/base scalar, trailer item and entity field, the same
     members the state program writes, so a direct read and a written state agree."""
     from procgen_entities._parser import (
-        ENTITY_FIELD_IS_INT,
         SCALAR_KINDS,
         SCALAR_NAMES,
         TRAILER_KIND_CODES,
@@ -235,13 +241,7 @@ def live_read_map(layout: Layout, game: Game) -> Dict[str, Any]:
             raise LayoutError(f"{cls}::{name} is {kind!r} in the layout, {expected!r} in a state")
         return offset, TRAILER_KIND_CODES[kind]
 
-    entity = []
-    for name, is_int in zip(ENTITY_FIELDS, ENTITY_FIELD_IS_INT):
-        offset, size, type_text = layout.member("Entity", name)
-        kind = _kind_of(type_text, size)
-        if (kind == "f") == bool(is_int):
-            raise LayoutError(f"Entity::{name} is {kind!r} in the layout")
-        entity.append((offset, TRAILER_KIND_CODES[kind]))
+    entity = [(offset, TRAILER_KIND_CODES[kind]) for offset, kind in _entity_members(layout)]
     return {
         "scalars": [member(name, kind) for name, kind in zip(SCALAR_NAMES, SCALAR_KINDS)],
         "trailer": [member(name, kind) for name, kind in game.trailer],
