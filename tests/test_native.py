@@ -157,6 +157,9 @@ def test_python_values_of_c_enums_come_from_c() -> None:
     ops = {name: value for name, value in _enum_members("observation", "pe_global_op")}
     assert {op: ops[f"PE_G_{op.upper()}"] for op in _collector.GLOBAL_OPS} == _collector.GLOBAL_OPS
     assert len(_collector.GLOBAL_OPS) == ops["PE_G_N_OPS"]
+    live = {name: value for name, value in _enum_members("live_game", "pe_live_op")}
+    assert {op: live[f"PE_OP_{op.upper()}"] for op in _collector.LIVE_OPS} == _collector.LIVE_OPS
+    assert sorted(_collector.LIVE_OPS.values()) == sorted(live.values())
 
 
 def test_every_c_status_has_its_name_in_c() -> None:

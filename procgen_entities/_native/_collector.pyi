@@ -11,6 +11,7 @@ FEATURE_REL_Y: int
 MAX_SLOTS: int
 DEFER_RESET: int
 RESET_ONLY: int
+LIVE_OPS: Dict[str, int]
 
 class LiveGames:
     num_groups: int

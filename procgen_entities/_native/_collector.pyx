@@ -37,6 +37,12 @@ FEATURE_REL_Y = PE_FEATURE_REL_Y
 MAX_SLOTS = PE_MAX_SLOTS
 DEFER_RESET = PE_LIVE_DEFER_RESET
 RESET_ONLY = PE_LIVE_RESET_ONLY
+#: The live write program's ops (pe_live_op) by the names engine/layout.py builds programs with.
+LIVE_OPS = {
+    "const": PE_OP_CONST, "name": PE_OP_NAME, "w4": PE_OP_W4, "b1": PE_OP_B1, "rng": PE_OP_RNG,
+    "entities": PE_OP_ENTITIES, "grid": PE_OP_GRID, "vec4": PE_OP_VEC4, "vecbool": PE_OP_VECBOOL,
+    "end": PE_OP_END,
+}
 
 
 cdef int _copy_members(int32_t *at, uint8_t *kinds, list members, Py_ssize_t limit,

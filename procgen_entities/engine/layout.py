@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Mapping, Tuple
 import numpy as np
 import numpy.typing as npt
 
+from procgen_entities._native._collector import LIVE_OPS
 from procgen_entities.errors import LayoutError
 from procgen_entities.games import ENTITY_FIELDS, GAMES, Game
 
@@ -39,11 +40,8 @@ __all__ = [
 KNOWN_LAYOUT_SHA256 = "29e39ccae2151bbd57b42a4c6ba08345a4278c67c6af3207a4c340eabb011a3a"
 LAYOUT_FILE = "procgen-0.10.7.json"
 
-#: csrc/live_game.h pe_live_op.
-OP = {
-    "const": 0, "name": 1, "w4": 2, "b1": 3, "rng": 4, "entities": 5, "grid": 6, "vec4": 7,
-    "vecbool": 8, "end": 9,
-}  # fmt: skip
+#: The write program's ops by name: csrc/live_game.h pe_live_op, its values read from C.
+OP: Dict[str, int] = dict(LIVE_OPS)
 
 #: Itanium C++ ABI vtable slots of Game's virtuals (src/game.h:114-121: the virtual destructor
 #: takes slots 0 and 1, then observe, game_init, game_reset, game_step, ...).
