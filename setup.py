@@ -30,9 +30,10 @@ else:
 
 
 def extension(name, sources, libraries=()):
+    """procgen_entities._native.<name> from its .pyx and the C sources it links."""
     return Extension(
-        f"procgen_entities.{name}",
-        [f"procgen_entities/{name}.pyx", *(f"csrc/{s}" for s in sources)],
+        f"procgen_entities._native.{name}",
+        [f"procgen_entities/_native/{name}.pyx", *(f"csrc/{s}" for s in sources)],
         include_dirs=["csrc"],
         extra_compile_args=compile_args,
         extra_link_args=link_args,
@@ -42,6 +43,8 @@ def extension(name, sources, libraries=()):
 
 
 EXTENSIONS = [
+    # the one C status -> exception mapping every other extension cimports (check_status)
+    extension("_status", ["state_parser.c", "tilemap.c"]),
     extension("_parser", ["state_parser.c"]),
     extension("_writer", ["state_parser.c", "state_writer.c"]),
     extension("_tilemap", ["tilemap.c"]),

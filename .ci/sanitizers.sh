@@ -11,7 +11,7 @@ VENV=${1:-.venv}
 PY=$(cd "$VENV" && pwd)/bin/python
 OUT=$(mktemp -d)
 cp -r procgen_entities csrc tests setup.py pyproject.toml README.md "$OUT"/
-rm -f "$OUT"/procgen_entities/*.so "$OUT"/procgen_entities/_*.c
+rm -f "$OUT"/procgen_entities/_native/*.so "$OUT"/procgen_entities/_native/*.c
 (cd "$OUT" && PROCGEN_ENTITIES_SANITIZE=1 "$PY" setup.py -q build_ext --inplace >build.log 2>&1) \
     || { tail -30 "$OUT/build.log"; exit 1; }
 cd "$OUT"

@@ -13,12 +13,12 @@
 typedef struct {
     uint8_t *at;
     uint8_t *end;
-    int failed;
+    pe_status failed;  /* PE_OK while writing; the first failure's status, then nothing is written */
 } out_cursor;
 
 static inline uint8_t *reserve(out_cursor *c, int64_t bytes) {
     if (c->failed || bytes < 0 || bytes > c->end - c->at) {
-        c->failed = 1;
+        if (!c->failed) c->failed = PE_ERR_SPACE;
         return NULL;
     }
     uint8_t *p = c->at;
@@ -44,14 +44,14 @@ static void put_entities(out_cursor *c, const pe_live_spec *spec, const uint8_t 
     const uint8_t *items;
     int64_t n = vector_span(vec, 16, &items);  /* shared_ptr<Entity>: {Entity *, control *} */
     if (n < 0) {
-        c->failed = 1;
+        c->failed = PE_ERR_LAYOUT;
         return;
     }
     put_i32(c, (int32_t)n);
     for (int64_t k = 0; k < n && !c->failed; k++) {
         const uint8_t *entity = read_ptr(items + 16 * k);
         if (entity == NULL || !aligned(entity, 4)) {
-            c->failed = 1;
+            c->failed = PE_ERR_LAYOUT;
             return;
         }
         put_members(c, spec->entity_program, spec->n_entity_program, entity);
@@ -62,7 +62,7 @@ static void put_vec4(out_cursor *c, const uint8_t *vec) {
     const uint8_t *items;
     int64_t n = vector_span(vec, 4, &items);
     if (n < 0) {
-        c->failed = 1;
+        c->failed = PE_ERR_LAYOUT;
         return;
     }
     put_i32(c, (int32_t)n);
@@ -74,7 +74,7 @@ static void put_vecbool(out_cursor *c, const uint8_t *vec) {
     const uint64_t *words;
     int64_t n = bitvector_count(vec, &words);
     if (n < 0) {
-        c->failed = 1;
+        c->failed = PE_ERR_LAYOUT;
         return;
     }
     put_i32(c, (int32_t)n);
@@ -88,7 +88,7 @@ static void put_grid(out_cursor *c, const pe_live_spec *spec, const uint8_t *gri
     const uint8_t *items;
     int64_t n = vector_span(grid + spec->grid_data_at, 4, &items);
     if (w < 0 || h < 0 || n != (int64_t)w * h) {
-        c->failed = 1;
+        c->failed = PE_ERR_LAYOUT;
         return;
     }
     put_i32(c, w);
@@ -96,9 +96,10 @@ static void put_grid(out_cursor *c, const pe_live_spec *spec, const uint8_t *gri
     put_vec4(c, grid + spec->grid_data_at);
 }
 
-int64_t pe_live_write(const pe_live_spec *spec, const void *game, uint8_t *buf, int64_t capacity) {
+pe_status pe_live_write(const pe_live_spec *spec, const void *game, uint8_t *buf,
+                        int64_t capacity, int64_t *written) {
     const uint8_t *g = (const uint8_t *)game;
-    out_cursor c = {buf, buf + capacity, 0};
+    out_cursor c = {buf, buf + capacity, PE_OK};
     const int32_t *prog = spec->program;
     for (int32_t k = 0; k < spec->n_program && !c.failed; k++) {
         int32_t op = prog[2 * k], arg = prog[2 * k + 1];
@@ -130,29 +131,36 @@ int64_t pe_live_write(const pe_live_spec *spec, const void *game, uint8_t *buf, 
         case PE_OP_VEC4: put_vec4(&c, g + arg); break;
         case PE_OP_VECBOOL: put_vecbool(&c, g + arg); break;
         case PE_OP_END: put_i32(&c, PE_TERMINATOR_VALUE); break;
-        default: c.failed = 1;
+        default: c.failed = PE_ERR_SPEC;  /* not an op of the program */
         }
     }
-    return c.failed ? -1 : (int64_t)(c.at - buf);
+    *written = c.failed ? 0 : (int64_t)(c.at - buf);
+    return c.failed;
 }
 
-int64_t pe_live_games(const pe_live_spec *spec, const void *vecgame, void **out, int64_t max) {
+pe_status pe_live_games(const pe_live_spec *spec, const void *vecgame, void **out, int64_t max,
+                        int64_t *count) {
     const uint8_t *items;
     int64_t n = vector_span((const uint8_t *)vecgame + spec->games_at, 16, &items);
-    if (n < 0 || n > max) return -1;
+    *count = 0;
+    if (n < 0) return PE_ERR_LAYOUT;
+    if (n > max) return PE_ERR_SPACE;
     for (int64_t k = 0; k < n; k++) {
         const uint8_t *game = read_ptr(items + 16 * k);
-        if (game == NULL || !aligned(game, 8)) return -1;
+        if (game == NULL || !aligned(game, 8)) return PE_ERR_LAYOUT;
         out[k] = (void *)game;
     }
-    return n;
+    *count = n;
+    return PE_OK;
 }
 
 int pe_live_get_state(void *source, int index, char *buffer, int length) {
     const pe_live_source *src = (const pe_live_source *)source;
+    int64_t written = 0;
     if (index < 0 || index >= src->n_games) return -1;
-    int64_t written = pe_live_write(src->spec, src->games[index], (uint8_t *)buffer, length);
-    return written < 0 ? -1 : (int)written;
+    if (pe_live_write(src->spec, src->games[index], (uint8_t *)buffer, length, &written) != PE_OK)
+        return -1;  /* procgen's get_state convention: pe_state_set_accept records the failure */
+    return (int)written;
 }
 
 /* ---- stepping (procgen 0.10.7 src/game.cpp:120-155 without observe()) ---- */
@@ -188,7 +196,9 @@ typedef struct {
 
 static void write_and_measure(pe_state_set *set, int64_t i, const pe_live_spec *spec, void *game,
                               const pe_game_spec *game_spec) {
-    int64_t written = pe_live_write(spec, game, set->buffers[i], set->capacity);
+    int64_t written = 0;
+    if (pe_live_write(spec, game, set->buffers[i], set->capacity, &written) != PE_OK)
+        written = -1;  /* recorded as a failed write, as a failed get_state is */
     pe_state_set_accept(set, i, written, game_spec, "live game");
 }
 

@@ -81,16 +81,19 @@ typedef struct {
     pe_live_map map;                /* what observation.c reads without writing a state */
 } pe_live_spec;
 
-/* The game objects of a VecGame: up to max pointers into out. Returns the count, or -1 if the
- * games vector does not look valid. */
-int64_t pe_live_games(const pe_live_spec *spec, const void *vecgame, void **out, int64_t max);
+/* The game objects of a VecGame: up to max pointers into out, their number in *count.
+ * PE_ERR_LAYOUT if the games vector does not look valid, PE_ERR_SPACE if it holds more than max. */
+pe_status pe_live_games(const pe_live_spec *spec, const void *vecgame, void **out, int64_t max,
+                        int64_t *count);
 
-/* Write one game's state into buf (capacity bytes). Returns the length, or -1 if it does not fit
- * or a container looks invalid. */
-int64_t pe_live_write(const pe_live_spec *spec, const void *game, uint8_t *buf, int64_t capacity);
+/* Write one game's state into buf (capacity bytes), its length in *written. PE_ERR_SPACE if it
+ * does not fit, PE_ERR_LAYOUT if a container looks invalid, PE_ERR_SPEC for a bad program. */
+pe_status pe_live_write(const pe_live_spec *spec, const void *game, uint8_t *buf,
+                        int64_t capacity, int64_t *written);
 
 /* Context for pe_live_get_state, which has pe_get_state_fn's signature so that pe_collect reads
- * live games exactly as it reads procgen's get_state. */
+ * live games exactly as it reads procgen's get_state (and keeps its convention: the length, or
+ * -1 when the state could not be written, which pe_state_set_accept records). */
 typedef struct {
     const pe_live_spec *spec;
     void *const *games;

@@ -464,7 +464,7 @@ static int valid_type(const pe_obs_type *t) {
 static int check_spec(pe_obs_builder *b) {
     const pe_obs_spec *s = &b->spec;
     const pe_entity_plan *plan = s->plan;
-    if (plan == NULL || pe_plan_check(plan, b->game) != 0) return 0;
+    if (plan == NULL || pe_plan_check(plan, b->game) != PE_OK) return 0;
     b->n_tile_types = 0;
     if (s->tiles != NULL) {
         if (tm_check_spec(s->tiles) != TM_OK || (s->tile_mode == TM_CHUNKS && s->chunk < 1) ||

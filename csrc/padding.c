@@ -54,25 +54,25 @@ int64_t pe_pad_env(const float *rows, int64_t count, int32_t width, int32_t cap,
     return count - kept;
 }
 
-int pe_pad_rows(const float *rows, const int64_t *counts, int64_t n, int32_t width, int32_t cap,
-                int32_t cx, int32_t cy, const float *player, float *out, uint8_t *mask,
-                int64_t *dropped) {
+pe_status pe_pad_rows(const float *rows, const int64_t *counts, int64_t n, int32_t width,
+                      int32_t cap, int32_t cx, int32_t cy, const float *player, float *out,
+                      uint8_t *mask, int64_t *dropped) {
     if (n < 0 || width < 0 || cap < 0 || cx >= width || cy >= width || (cx >= 0) != (cy >= 0))
-        return -1;
+        return PE_ERR_ARG;
     int64_t first = 0, most = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (counts[i] < 0) return -1;
+        if (counts[i] < 0) return PE_ERR_ARG;
         if (counts[i] > most) most = counts[i];
     }
     pe_ranked *order = NULL;
     if (most > 1 && cap > 0 && cx >= 0) {
         order = (pe_ranked *)malloc((size_t)most * sizeof(pe_ranked));
-        if (order == NULL) return -1;
+        if (order == NULL) return PE_ERR_MEMORY;
     }
     for (int64_t i = 0; i < n; first += counts[i], i++)
         dropped[i] = pe_pad_env(rows + first * width, counts[i], width, cap, order ? cx : -1, cy,
                                 player ? player + 2 * i : NULL, order, out + i * (int64_t)cap * width,
                                 mask + i * (int64_t)cap);
     free(order);
-    return 0;
+    return PE_OK;
 }

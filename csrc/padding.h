@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include "state_parser.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -24,8 +26,8 @@ typedef struct {
  * (px, py) = player[2 * env ...] when player is not NULL, else hypot(row[cx], row[cy]) (relative columns); cx < 0: no distance
  * (the first cap rows are kept).
  * out: [n, cap, width] and mask [n, cap] are written entirely (zeros past each env's rows);
- * dropped[n]: rows beyond cap per env. Returns 0, or -1 on bad arguments or no memory. */
-int pe_pad_rows(const float *rows, const int64_t *counts, int64_t n, int32_t width, int32_t cap,
+ * dropped[n]: rows beyond cap per env. PE_ERR_ARG on bad arguments, PE_ERR_MEMORY. */
+pe_status pe_pad_rows(const float *rows, const int64_t *counts, int64_t n, int32_t width, int32_t cap,
                 int32_t cx, int32_t cy, const float *player, float *out, uint8_t *mask,
                 int64_t *dropped);
 

@@ -96,13 +96,13 @@ const char *pe_scalar_name(int i) { return (i >= 0 && i < N_SCALARS) ? SCALARS[i
 
 char pe_scalar_kind(int i) { return (i >= 0 && i < N_SCALARS) ? SCALARS[i].kind : 0; }
 
-int pe_scalar_position(int i, int *section, int *at) {
-    if (i < 0 || i >= N_SCALARS) return -1;
+pe_status pe_scalar_position(int i, int *section, int *at) {
+    if (i < 0 || i >= N_SCALARS) return PE_ERR_ARG;
     /* sections in byte order: options, step, base, camera */
     static const int SECTION_OF_ANCHOR[] = {1, 0, 2, 3};
     *section = SECTION_OF_ANCHOR[SCALARS[i].from];
     *at = SCALARS[i].at;
-    return 0;
+    return PE_OK;
 }
 
 int pe_entity_field_is_int(int i) {
@@ -127,8 +127,23 @@ const char *pe_status_text(pe_status status) {
     case PE_ERR_VALUE: return "value does not fit its field's type";
     case PE_ERR_SPACE: return "output buffer is too small for the state";
     case PE_ERR_MEMORY: return "out of memory";
+    case PE_ERR_ARG: return "argument out of range";
+    case PE_ERR_LAYOUT: return "a live game's container does not look valid (layout)";
     }
     return "unknown status";
+}
+
+/* Indexed by code; the Python binding names every exception class by these. */
+static const char *const STATUS_NAMES[] = {
+    "PE_OK", "PE_ERR_TRUNCATED", "PE_ERR_VERSION", "PE_ERR_GAME", "PE_ERR_NEGATIVE",
+    "PE_ERR_GRID", "PE_ERR_PLAYER", "PE_ERR_BOOL", "PE_ERR_TERMINATOR", "PE_ERR_TRAILING",
+    "PE_ERR_SHAPE", "PE_ERR_SPEC", "PE_ERR_INVARIANT", "PE_ERR_VALUE", "PE_ERR_SPACE",
+    "PE_ERR_MEMORY", "PE_ERR_ARG", "PE_ERR_LAYOUT",
+};
+
+const char *pe_status_name(int status) {
+    int n = (int)(sizeof(STATUS_NAMES) / sizeof(STATUS_NAMES[0]));
+    return (status >= 0 && status < n) ? STATUS_NAMES[status] : NULL;
 }
 
 int64_t pe_trailer_item_bytes(uint8_t kind) {

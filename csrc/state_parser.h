@@ -42,12 +42,17 @@ typedef enum {
     PE_ERR_TERMINATOR = 8,     /* 0xCAFECAFE missing where the state should end */
     PE_ERR_TRAILING = 9,       /* bytes after the terminator */
     PE_ERR_SHAPE = 10,         /* grid size differs from the batch's first state */
-    PE_ERR_SPEC = 11,          /* the game spec itself is invalid (caller bug) */
+    PE_ERR_SPEC = 11,          /* a game spec, entity plan or observation spec is invalid (caller bug) */
     PE_ERR_INVARIANT = 12,     /* a game invariant does not hold (procgen's set_state would crash) */
     PE_ERR_VALUE = 13,         /* writer: a value does not fit its field (non-integral, too large) */
     PE_ERR_SPACE = 14,         /* writer: the output buffer is smaller than the state */
-    PE_ERR_MEMORY = 15         /* out of memory */
+    PE_ERR_MEMORY = 15,        /* out of memory */
+    PE_ERR_ARG = 16,           /* an argument is out of range (caller bug) */
+    PE_ERR_LAYOUT = 17         /* a live game's container does not look valid (wrong layout) */
 } pe_status;
+/* Codes from here up are free for other status enums of the C core (tilemap.h's tm_status), so
+ * that one code names one status everywhere. */
+#define PE_STATUS_END 32
 
 typedef struct {
     pe_status status;
@@ -124,14 +129,9 @@ typedef struct {
     int32_t trailer_item_at[PE_MAX_TRAILER_ITEMS];
 } pe_layout;
 
-/* Header and base scalars, in the column order pe_fill writes them. */
-enum {
-    PE_S_REWARD = 0, PE_S_DONE, PE_S_LEVEL_COMPLETE, PE_S_ACTION, PE_S_TIMEOUT,
-    PE_S_CURRENT_LEVEL_SEED, PE_S_PREV_LEVEL_SEED, PE_S_EPISODES_REMAINING, PE_S_EPISODE_DONE,
-    PE_S_LAST_REWARD_TIMER, PE_S_LAST_REWARD, PE_S_DEFAULT_ACTION, PE_S_FIXED_ASSET_SEED,
-    PE_S_CUR_TIME, PE_S_IS_WAITING_FOR_STEP,
-    PE_S_N_SCALARS_MAX = 64
-};
+/* Room for the header and base scalars (pe_scalar_count() of them, in pe_fill's column order;
+ * their names: pe_scalar_name). */
+#define PE_S_N_SCALARS_MAX 64
 
 /* Number of header/base scalars and their names (static strings). */
 int pe_scalar_count(void);
@@ -139,16 +139,18 @@ const char *pe_scalar_name(int i);
 /* 'i', 'f' or 'b' (i32 bool) for scalar i; 0 when out of range. */
 char pe_scalar_kind(int i);
 /* Where scalar i lies: its section in byte order (0 options, 1 step, 2 base, 3 camera) and its
- * byte offset within that section. 0, or -1 when i is out of range. */
-int pe_scalar_position(int i, int *section, int *at);
+ * byte offset within that section. PE_ERR_ARG when i is out of range. */
+pe_status pe_scalar_position(int i, int *section, int *at);
 /* Header/base scalar i of a measured state, as pe_fill writes it (0 when i is out of range). */
 double pe_scalar_value(const uint8_t *buf, const pe_layout *layout, int i);
-/* The index of the scalar named `name`, or -1. */
+/* The index of the scalar named `name`, or -1 when there is none (a lookup, not an error). */
 int pe_scalar_index(const char *name);
-/* 1 if entity field i is stored as i32, 0 if f32. */
+/* 1 if entity field i is stored as i32, 0 if f32, -1 when i is out of range (a lookup). */
 int pe_entity_field_is_int(int i);
 /* Human-readable text for a status. */
 const char *pe_status_text(pe_status status);
+/* The enum member's name of a pe_status code ("PE_ERR_TRUNCATED"), NULL for another code. */
+const char *pe_status_name(int status);
 
 /* Bytes per item of a trailer kind: 4 for scalars and scalar vectors, 124 for entity vectors. */
 int64_t pe_trailer_item_bytes(uint8_t kind);

@@ -92,10 +92,10 @@ pe_status pe_collect(pe_pool *pool, pe_get_state_fn get_state, void *env, int32_
                      int64_t *bad_index, pe_error *err) {
     *bad_index = -1;
     if (first < 0 || count < 0 || first + count > set->n || get_state == NULL) {
-        err->status = PE_ERR_SPEC;
+        err->status = PE_ERR_ARG;
         err->offset = 0;
         err->field = "collect range";
-        return PE_ERR_SPEC;
+        return PE_ERR_ARG;
     }
     collect_job job = {get_state, env, first, set, spec};
     pe_pool_run(pool, count, collect_one, &job);
@@ -278,20 +278,20 @@ void pe_fill_vector_heads(pe_pool *pool, const pe_state_set *set, const pe_game_
 
 /* ---- entity plans ---- */
 
-int pe_plan_check(const pe_entity_plan *plan, const pe_game_spec *spec) {
+pe_status pe_plan_check(const pe_entity_plan *plan, const pe_game_spec *spec) {
     int32_t n_scalars = 0;
     for (int i = 0; i < spec->n_trailer; i++) n_scalars += spec->trailer_kinds[i] < PE_T_VEC_I32;
-    if (plan->n_slots < 0 || plan->n_slots > PE_MAX_SLOTS || plan->lut_size < 0) return -1;
+    if (plan->n_slots < 0 || plan->n_slots > PE_MAX_SLOTS || plan->lut_size < 0) return PE_ERR_SPEC;
     for (int32_t t = 0; t < plan->lut_size; t++)
-        if (plan->type_to_slot[t] < -1 || plan->type_to_slot[t] >= plan->n_slots) return -1;
-    if (plan->feature_start[0] != 0) return -1;
+        if (plan->type_to_slot[t] < -1 || plan->type_to_slot[t] >= plan->n_slots) return PE_ERR_SPEC;
+    if (plan->feature_start[0] != 0) return PE_ERR_SPEC;
     for (int32_t s = 0; s < plan->n_slots; s++) {
-        if (plan->feature_start[s + 1] < plan->feature_start[s]) return -1;
-        if (plan->condition[s] < -1 || plan->condition[s] >= n_scalars) return -1;
+        if (plan->feature_start[s + 1] < plan->feature_start[s]) return PE_ERR_SPEC;
+        if (plan->condition[s] < -1 || plan->condition[s] >= n_scalars) return PE_ERR_SPEC;
         for (int32_t f = plan->feature_start[s]; f < plan->feature_start[s + 1]; f++)
-            if (plan->features[f] < 0 || plan->features[f] > PE_FEATURE_REL_Y) return -1;
+            if (plan->features[f] < 0 || plan->features[f] > PE_FEATURE_REL_Y) return PE_ERR_SPEC;
     }
-    return 0;
+    return PE_OK;
 }
 
 static inline int32_t slot_of(const pe_entity_plan *plan, const uint8_t *record) {
@@ -416,12 +416,12 @@ static void fill_entities_one(void *raw, int64_t i) {
     }
 }
 
-int pe_plan_fill(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,
-                  const pe_game_spec *spec, const int64_t *counts, const int64_t *slot_offsets,
-                  float *out) {
+pe_status pe_plan_fill(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,
+                       const pe_game_spec *spec, const int64_t *counts,
+                       const int64_t *slot_offsets, float *out) {
     int64_t n = set->n;
     int64_t *row_starts = (int64_t *)malloc(sizeof(int64_t) * (size_t)(plan->n_slots * n + 1));
-    if (row_starts == NULL) return -1;
+    if (row_starts == NULL) return PE_ERR_MEMORY;
     for (int32_t s = 0; s < plan->n_slots; s++) {
         int64_t row = 0;
         for (int64_t i = 0; i < n; i++) {
@@ -432,5 +432,5 @@ int pe_plan_fill(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *
     plan_job job = {plan, set, spec, NULL, counts, row_starts, out, slot_offsets};
     pe_pool_run(pool, n, fill_entities_one, &job);
     free(row_starts);
-    return 0;
+    return PE_OK;
 }

@@ -93,16 +93,16 @@ typedef struct {
                                     * square (what procgen shows); NULL = every entity */
 } pe_entity_plan;
 
-/* 0 if the plan is usable with this spec, -1 otherwise. */
-int pe_plan_check(const pe_entity_plan *plan, const pe_game_spec *spec);
+/* PE_OK if the plan is usable with this spec, PE_ERR_SPEC otherwise. */
+pe_status pe_plan_check(const pe_entity_plan *plan, const pe_game_spec *spec);
 
 /* counts[s * n + i] = entities of state i that go to slot s. */
 void pe_plan_count(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,
                    const pe_game_spec *spec, int64_t *counts);
 
 /* Slot s's rows start at out + slot_offsets[s] (floats), one row per entity in state order,
- * features in plan order. counts as returned by pe_plan_count. 0 on success, -1 if out of memory. */
-int pe_plan_fill(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,
+ * features in plan order. counts as returned by pe_plan_count. PE_OK, or PE_ERR_MEMORY. */
+pe_status pe_plan_fill(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,
                   const pe_game_spec *spec, const int64_t *counts, const int64_t *slot_offsets,
                   float *out);
 

@@ -15,6 +15,18 @@ const char *tm_status_text(tm_status status) {
     return "unknown status";
 }
 
+const char *tm_status_name(int status) {
+    switch (status) {
+    case TM_OK: return "TM_OK";
+    case TM_ERR_ARG: return "TM_ERR_ARG";
+    case TM_ERR_SPEC: return "TM_ERR_SPEC";
+    case TM_ERR_SCRATCH: return "TM_ERR_SCRATCH";
+    case TM_ERR_OVERFLOW: return "TM_ERR_OVERFLOW";
+    case TM_ERR_MISMATCH: return "TM_ERR_MISMATCH";
+    }
+    return NULL;
+}
+
 static int class_ok(int32_t c, int32_t n_classes) { return c == TM_EMPTY || (c >= 0 && c < n_classes); }
 
 tm_status tm_check_spec(const tm_spec *spec) {
@@ -53,15 +65,16 @@ int32_t tm_n_features(tm_mode mode, int32_t t, int32_t n_classes, int with_rel) 
     return f + (with_rel ? 2 : 0);
 }
 
-int64_t tm_scratch_size(int64_t n, const int32_t *crops) {
+tm_status tm_scratch_size(int64_t n, const int32_t *crops, int64_t *size) {
     int64_t total = 0;
-    if (n < 0 || (n > 0 && crops == NULL)) return -1;
+    if (n < 0 || (n > 0 && crops == NULL)) return TM_ERR_ARG;
     for (int64_t i = 0; i < n; i++) {
         const int32_t *c = crops + 4 * i;
-        if (c[2] < 0 || c[3] < 0 || c[2] > TM_MAX_CROP || c[3] > TM_MAX_CROP) return -1;
+        if (c[2] < 0 || c[3] < 0 || c[2] > TM_MAX_CROP || c[3] > TM_MAX_CROP) return TM_ERR_ARG;
         total += (int64_t)c[2] * c[3];
     }
-    return total;
+    *size = total;
+    return TM_OK;
 }
 
 /* ---- pass 1 ---- */
@@ -165,8 +178,8 @@ tm_status tm_count_many(int64_t n, const int32_t *grids, int32_t height, int32_t
         return TM_ERR_ARG;
     if (n == 0) return TM_OK;
     if (grids == NULL || counts == NULL) return TM_ERR_ARG;
-    const int64_t need = tm_scratch_size(n, crops);
-    if (need < 0) return TM_ERR_ARG;
+    int64_t need = 0;
+    if (tm_scratch_size(n, crops, &need) != TM_OK) return TM_ERR_ARG;
     if (need > scratch_size || (need > 0 && scratch == NULL)) return TM_ERR_SCRATCH;
 
     const int64_t cells = (int64_t)height * width;
@@ -347,8 +360,8 @@ tm_status tm_fill_many(int64_t n, const tm_spec *spec, tm_mode mode, int32_t chu
             return TM_ERR_ARG;
     if (n == 0) return TM_OK;
     if (counts == NULL) return TM_ERR_ARG;
-    const int64_t need = tm_scratch_size(n, crops);
-    if (need < 0) return TM_ERR_ARG;
+    int64_t need = 0;
+    if (tm_scratch_size(n, crops, &need) != TM_OK) return TM_ERR_ARG;
     if (need > scratch_size || (need > 0 && scratch == NULL)) return TM_ERR_SCRATCH;
     /* Every state's rows must fit the capacity, before anything is written. */
     for (int32_t t = 0; t < nt; t++) {
@@ -416,7 +429,8 @@ tm_status tm_class_image_many(int64_t n, const int32_t *grids, int32_t height, i
         return TM_ERR_ARG;
     tm_status st = tm_check_spec(spec);
     if (st != TM_OK) return st;
-    if (tm_scratch_size(n, crops) < 0) return TM_ERR_ARG;
+    int64_t need = 0;
+    if (tm_scratch_size(n, crops, &need) != TM_OK) return TM_ERR_ARG;
     const int64_t cells = (int64_t)height * width, pixels = (int64_t)size * size;
     for (int64_t i = 0; i < n; i++)
         tm_class_image(grids + i * cells, height, width, spec, crops + 4 * i, size, out + i * pixels);

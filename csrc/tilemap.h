@@ -54,13 +54,15 @@ typedef enum {
     TM_CHUNKS = 3
 } tm_mode;
 
+/* The error codes follow pe_status's (PE_STATUS_END, state_parser.h), so that one code names one
+ * status across the C core; this header stays independent of the parser. */
 typedef enum {
     TM_OK = 0,
-    TM_ERR_ARG = 1,        /* bad mode, sizes, crop, chunk size or feature widths */
-    TM_ERR_SPEC = 2,       /* invalid spec (LUT entry or class index out of range) */
-    TM_ERR_SCRATCH = 3,    /* scratch buffer smaller than the crops need */
-    TM_ERR_OVERFLOW = 4,   /* the counts need more rows than the capacity passed */
-    TM_ERR_MISMATCH = 5    /* fill found a different number of entities than the counts */
+    TM_ERR_ARG = 32,       /* bad mode, sizes, crop, chunk size or feature widths */
+    TM_ERR_SPEC = 33,      /* invalid spec (LUT entry or class index out of range) */
+    TM_ERR_SCRATCH = 34,   /* scratch buffer smaller than the crops need */
+    TM_ERR_OVERFLOW = 35,  /* the counts need more rows than the capacity passed */
+    TM_ERR_MISMATCH = 36   /* fill found a different number of entities than the counts */
 } tm_status;
 
 /* A game's tile classes. Owned by the caller. */
@@ -74,16 +76,19 @@ typedef struct {
 } tm_spec;
 
 const char *tm_status_text(tm_status status);
+/* The enum member's name of a tm_status code ("TM_ERR_ARG"), NULL for another code. */
+const char *tm_status_name(int status);
 tm_status tm_check_spec(const tm_spec *spec);
 
-/* Number of entity types of a mode (see above), or -1 for an unknown mode. */
+/* Number of entity types of a mode (see above), or -1 for an unknown mode (a lookup, which the
+ * entries below use to validate the mode). */
 int32_t tm_n_types(tm_mode mode, int32_t n_classes);
-/* Features per row of entity type t, or -1 when mode or t is invalid. */
+/* Features per row of entity type t, or -1 when mode or t is invalid (a lookup). */
 int32_t tm_n_features(tm_mode mode, int32_t t, int32_t n_classes, int with_rel);
 
-/* Scratch bytes n crops need (sum of w*h), or -1 if a crop is invalid.
+/* *size = the scratch bytes n crops need (sum of w*h); TM_ERR_ARG if a crop is invalid.
  * crops: n * 4 int32 (x0, y0, w, h), 0 <= w, h <= TM_MAX_CROP. */
-int64_t tm_scratch_size(int64_t n, const int32_t *crops);
+tm_status tm_scratch_size(int64_t n, const int32_t *crops, int64_t *size);
 
 /* Pass 1. grids: n * height * width int32. counts: n * tm_n_types int64 (written).
  * scratch: scratch_size bytes (written; read by pass 2). */

@@ -1,8 +1,16 @@
-"""The exceptions of procgen_entities; C status codes are mapped to them in one place."""
+"""The exceptions of procgen_entities; C status codes are mapped to them in one place.
+
+Every exception class of the package derives from ``ProcgenEntitiesError`` (and keeps a builtin
+base where callers catch one: ``ValueError``, ``RuntimeError``); out of memory is Python's own
+``MemoryError``. Each C status has exactly one class (``EXCEPTION_OF_STATUS``), whichever binding
+raised it (procgen_entities/_native/_status.pyx check_status).
+"""
 
 from __future__ import annotations
 
 __all__ = [
+    "EXCEPTION_OF_STATUS",
+    "LayoutError",
     "MixedBatchError",
     "ProcgenEntitiesError",
     "StateDecodeError",
@@ -37,20 +45,29 @@ class StateDecodeError(ProcgenEntitiesError, ValueError):
     def __reduce__(self):  # type: ignore[no-untyped-def]
         return (
             _rebuild,
-            (self.reason, self.index, self.offset, self.field, self.code, self.status),
+            (type(self), self.reason, self.index, self.offset, self.field, self.code, self.status),
         )
 
 
 def _rebuild(
-    reason: str, index: int, offset: int, field: str, code: int, status: str = ""
+    cls: type[StateDecodeError],
+    reason: str,
+    index: int,
+    offset: int,
+    field: str,
+    code: int,
+    status: str = "",
 ) -> StateDecodeError:
-    return StateDecodeError(
-        reason, index=index, offset=offset, field=field, code=code, status=status
-    )
+    return cls(reason, index=index, offset=offset, field=field, code=code, status=status)
 
 
-class MixedBatchError(ProcgenEntitiesError, ValueError):
-    """States of different games, or of different grid sizes, were passed in one batch."""
+class MixedBatchError(StateDecodeError):
+    """States of different games, or of different grid sizes, were passed in one batch.
+
+    A StateDecodeError (the state at ``index`` is refused, at ``field``), so that one C status
+    is one class: PE_ERR_SHAPE is always this; PE_ERR_GAME is a StateDecodeError, which
+    parse_states narrows to this when the state names another known game.
+    """
 
 
 class UsageError(ProcgenEntitiesError, ValueError):
@@ -61,13 +78,31 @@ class TilemapError(ProcgenEntitiesError, RuntimeError):
     """The tilemap kernel's two passes disagreed (a bug in this package, never the input)."""
 
 
-#: What each C status becomes, by name: pe_status (csrc/state_parser.h) and tm_status
-#: (csrc/tilemap.h). Every other PE_ERR_* is a StateDecodeError; parse.py refines PE_ERR_GAME
-#: and PE_ERR_SHAPE into MixedBatchError when the batch, not the state, is at fault.
+class LayoutError(ProcgenEntitiesError, RuntimeError):
+    """The layout table cannot describe this procgen build or game (engine/layout.py), or a live
+    game's containers do not look like it (PE_ERR_LAYOUT)."""
+
+
+#: The one class of each C status, by its enum member's name: pe_status (csrc/state_parser.h)
+#: and tm_status (csrc/tilemap.h); tests/test_errors.py checks that every member has one.
 EXCEPTION_OF_STATUS: "dict[str, type[Exception]]" = {
-    "PE_ERR_MEMORY": MemoryError,
+    "PE_ERR_TRUNCATED": StateDecodeError,
+    "PE_ERR_VERSION": StateDecodeError,
+    "PE_ERR_GAME": StateDecodeError,
+    "PE_ERR_NEGATIVE": StateDecodeError,
+    "PE_ERR_GRID": StateDecodeError,
+    "PE_ERR_PLAYER": StateDecodeError,
+    "PE_ERR_BOOL": StateDecodeError,
+    "PE_ERR_TERMINATOR": StateDecodeError,
+    "PE_ERR_TRAILING": StateDecodeError,
+    "PE_ERR_SHAPE": MixedBatchError,
     "PE_ERR_SPEC": UsageError,
+    "PE_ERR_INVARIANT": StateDecodeError,
+    "PE_ERR_VALUE": StateDecodeError,
     "PE_ERR_SPACE": UsageError,
+    "PE_ERR_MEMORY": MemoryError,
+    "PE_ERR_ARG": UsageError,
+    "PE_ERR_LAYOUT": LayoutError,
     "TM_ERR_ARG": UsageError,
     "TM_ERR_SPEC": UsageError,
     "TM_ERR_SCRATCH": UsageError,
@@ -79,11 +114,12 @@ EXCEPTION_OF_STATUS: "dict[str, type[Exception]]" = {
 def error_from_status(
     status: str, code: int, reason: str, index: int = 0, offset: int = 0, field: str = ""
 ) -> Exception:
-    """The exception for a failed C call (``status``: the enum name, ``code``: its value)."""
+    """The exception for a failed C call (``status``: the enum member's name, ``code``: its
+    value); a name no enum has is a bug of the bindings, reported as ProcgenEntitiesError."""
     cls = EXCEPTION_OF_STATUS.get(status)
-    if cls is not None:
-        where = f" (state {index}, field {field!r})" if field else ""
-        return cls(f"{reason}{where}")
-    return StateDecodeError(
-        reason, index=index, offset=offset, field=field, code=code, status=status
-    )
+    if cls is None:
+        return ProcgenEntitiesError(f"{reason} (C status {status}, code {code})")
+    if issubclass(cls, StateDecodeError):
+        return cls(reason, index=index, offset=offset, field=field, code=code, status=status)
+    where = f" (state {index}, field {field!r})" if field else ""
+    return cls(f"{reason}{where}")

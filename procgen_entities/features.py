@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Seque
 import numpy as np
 import numpy.typing as npt
 
-from procgen_entities import _collector
+from procgen_entities._native import _collector
 from procgen_entities.games import (
     ACTION_LABELS,
     ENTITY_FIELDS,

@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 import numpy.typing as npt
 
-from procgen_entities import _parser
+from procgen_entities._native import _parser
 from procgen_entities.errors import MixedBatchError, StateDecodeError
 from procgen_entities.games import ENTITY_FIELDS, GAMES, Game, get_game
 
@@ -255,22 +255,24 @@ def _columns_by_kind(
 def _mixed_batch_error(
     states: Sequence[BytesLike], game: Game, exc: StateDecodeError
 ) -> Optional[MixedBatchError]:
-    if exc.status == "PE_ERR_SHAPE":
-        return MixedBatchError(
-            f"state {exc.index} has a different grid size than state 0; "
-            "a batch must hold one game in one distribution mode"
-        )
-    if exc.status == "PE_ERR_GAME":
-        try:
-            other = _parser.read_game_name(states[exc.index])
-        except StateDecodeError:
-            return None
-        if other in GAMES:
-            return MixedBatchError(
-                f"state {exc.index} is a {other} state but the batch is {game.name}; "
-                "parse one game per call"
-            )
-    return None
+    """A state whose name is another known game's: the batch is mixed, not the state corrupt
+    (PE_ERR_SHAPE, the other mix, is a MixedBatchError from the C status already)."""
+    if exc.status != "PE_ERR_GAME" or isinstance(exc, MixedBatchError):
+        return None
+    try:
+        other = _parser.read_game_name(states[exc.index])
+    except StateDecodeError:
+        return None
+    if other not in GAMES:
+        return None
+    return MixedBatchError(
+        f"a {other} state in a {game.name} batch; parse one game per call",
+        index=exc.index,
+        offset=exc.offset,
+        field=exc.field,
+        code=exc.code,
+        status=exc.status,
+    )
 
 
 def parse_state(

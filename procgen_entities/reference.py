@@ -201,6 +201,7 @@ class _ParsedState:
     trailer_scalars: Dict[str, object]
     trailer_vectors: Dict[str, npt.NDArray[Any]]
     size: int
+    grid_w_at: int  # byte offset of grid.w (where a batch's grid sizes are compared)
 
 
 def _read_game_name(reader: _Reader) -> str:
@@ -218,6 +219,7 @@ def _parse_one(data: bytes, index: int, game: Game) -> _ParsedState:
     out.scalars = {}
     out.game = _read_header(reader, game, out.scalars)
     out.entities, out.grid = _read_base(reader, out.scalars)
+    out.grid_w_at = reader.at - 4 * (3 + out.grid.size)  # w, h, count, then the cells
     trailer_at = reader.at
     out.trailer_scalars, out.trailer_vectors = _read_trailer(reader, game)
     _read_terminator(reader)
@@ -383,11 +385,21 @@ def _parse_all(states: List[bytes], info: Game) -> List[_ParsedState]:
                     other = None
                 if other in GAMES and other != info.name:
                     raise MixedBatchError(
-                        f"state {i} is a {other} state but the batch is {info.name}"
+                        f"a {other} state in a {info.name} batch",
+                        index=i,
+                        offset=exc.offset,
+                        field=exc.field,
+                        status="PE_ERR_GAME",
                     ) from None
             raise
         if parsed and state.grid.shape != parsed[0].grid.shape:
-            raise MixedBatchError(f"state {i} has a different grid size than state 0")
+            raise MixedBatchError(
+                "grid size differs from the first state of the batch",
+                index=i,
+                offset=state.grid_w_at,
+                field="grid.w",
+                status="PE_ERR_SHAPE",
+            )
         parsed.append(state)
     return parsed
 

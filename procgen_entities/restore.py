@@ -36,7 +36,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import numpy.typing as npt
 
-from procgen_entities._parser import SCALAR_NAMES, SCALAR_POSITIONS
+from procgen_entities._native._parser import SCALAR_NAMES, SCALAR_POSITIONS
 from procgen_entities.errors import StateDecodeError
 from procgen_entities.games import (
     ENTITY_FIELDS,

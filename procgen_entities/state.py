@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import numpy.typing as npt
 
-from procgen_entities import _writer
-from procgen_entities._parser import SCALAR_KINDS, SCALAR_NAMES, read_game_name
+from procgen_entities._native import _writer
+from procgen_entities._native._parser import SCALAR_KINDS, SCALAR_NAMES, read_game_name
 from procgen_entities.errors import StateDecodeError, UsageError
 from procgen_entities.games import DISTRIBUTION_MODE_IDS, GAMES, get_game
 from procgen_entities.parse import game_spec, parse_states

@@ -34,7 +34,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar, Unio
 import numpy as np
 import numpy.typing as npt
 
-from procgen_entities import _collector
+from procgen_entities._native import _collector
 from procgen_entities.engine import ENGINES, EngineUnavailable, bind_engine
 from procgen_entities.errors import UsageError
 from procgen_entities.features import ACTION_LABELS, VECTOR_HEAD_ITEMS, StepValues

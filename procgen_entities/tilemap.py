@@ -52,7 +52,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import numpy.typing as npt
 
-from procgen_entities import _tilemap
+from procgen_entities._native import _tilemap
 from procgen_entities.errors import UsageError
 from procgen_entities.games import GAMES, SPACE_TILE, Game, get_game
 

@@ -174,7 +174,7 @@ def test_pool_created_before_fork_works_in_the_child() -> None:
     """The C pool itself re-creates its workers after a fork (the stepper refuses anyway)."""
     out = run_child(
         """
-        from procgen_entities import _collector
+        from procgen_entities._native import _collector
         from procgen_entities.parse import game_spec
         from procgen_entities.procgen_envs import make_procgen_env
         env = make_procgen_env("bigfish", 6, rand_seed=2, num_threads=0)

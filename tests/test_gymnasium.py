@@ -240,7 +240,7 @@ def test_engines_without_terminal_states_say_so(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_pad_rows_keeps_the_nearest_in_order_of_distance() -> None:
-    from procgen_entities import _collector
+    from procgen_entities._native import _collector
 
     rng = np.random.default_rng(0)
     counts = np.array([0, 3, 7, 5], dtype=np.int64)

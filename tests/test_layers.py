@@ -13,11 +13,7 @@ from conftest import load_golden
 
 from procgen_entities import StateDecodeError
 from procgen_entities.errors import (
-    EXCEPTION_OF_STATUS,
-    ProcgenEntitiesError,
-    TilemapError,
     UsageError,
-    error_from_status,
 )
 
 
@@ -69,27 +65,8 @@ def test_procgen_env_passes_entity_gyms_validator(game: str) -> None:
     assert obs.features
 
 
-def test_every_c_status_maps_to_the_hierarchy() -> None:
-    from procgen_entities import _parser, _tilemap
-
-    for names in (_parser.STATUS_NAMES, _tilemap.STATUS_NAMES):
-        for code, name in names.items():
-            if name.endswith("_OK"):
-                continue
-            exc = error_from_status(name, code, "reason", 2, 8, "field")
-            if name == "PE_ERR_MEMORY":  # out of memory is Python's own MemoryError
-                assert type(exc) is MemoryError
-                continue
-            assert isinstance(exc, ProcgenEntitiesError) and isinstance(
-                exc, ValueError | RuntimeError
-            )
-            expected = EXCEPTION_OF_STATUS.get(name, StateDecodeError)
-            assert type(exc) is expected, name
-    assert isinstance(error_from_status("TM_ERR_MISMATCH", 5, "x"), TilemapError)
-
-
 def test_caller_bugs_are_usage_errors_not_decode_errors() -> None:
-    from procgen_entities import _collector
+    from procgen_entities._native import _collector
     from procgen_entities.parse import game_spec
     from procgen_entities.tilemap import tilemap_to_entities_batch
 
@@ -106,7 +83,7 @@ def test_caller_bugs_are_usage_errors_not_decode_errors() -> None:
 def test_fill_after_a_failed_collect_reads_nothing() -> None:
     """A collect that fails (here: coinrun states collected as ninja) leaves every state marked
     failed; fill, count and gather then write zeros instead of following a broken layout."""
-    from procgen_entities import _collector
+    from procgen_entities._native import _collector
     from procgen_entities.entity_gym.observation import EntityPlan, observation_space
     from procgen_entities.games import get_game
     from procgen_entities.parse import game_spec

@@ -415,7 +415,7 @@ def test_broken_invariant_is_named(game: str, item: str, value: int, invariant: 
             parse([bad], game=game)
         assert info.value.field == invariant
     # opting out of the invariants (for reading such a state as it is) still parses it
-    from procgen_entities import _parser
+    from procgen_entities._native import _parser
     from procgen_entities.parse import game_spec
 
     lax = game_spec(game, check_invariants=False)

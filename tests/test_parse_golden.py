@@ -8,7 +8,7 @@ from conftest import Golden, assert_arrays_identical, assert_batches_identical, 
 from golden import batch_to_arrays
 
 from procgen_entities import ENTITY_FIELDS, GAMES, StateBatch, parse_state, parse_states
-from procgen_entities._parser import SCALAR_KINDS, SCALAR_NAMES
+from procgen_entities._native._parser import SCALAR_KINDS, SCALAR_NAMES
 from procgen_entities.reference import HEADER_SCALARS, reference_parse_states
 
 _KIND_DTYPES = {"i": np.int32, "f": np.float32, "b": np.bool_}

@@ -41,6 +41,7 @@ from procgen_entities.engine.layout import (
     state_program,
     step_offsets,
 )
+from procgen_entities.errors import ProcgenEntitiesError
 from procgen_entities.games import NUM_ACTIONS, Game
 
 __all__ = [
@@ -58,7 +59,7 @@ ENGINES = ("auto", "headless", "direct", "get_state")
 RENDER_HEIGHT = 64.0
 
 
-class EngineUnavailable(RuntimeError):
+class EngineUnavailable(ProcgenEntitiesError, RuntimeError):
     """The requested engine cannot be used with this procgen build or these options."""
 
 
@@ -186,7 +187,7 @@ def _run_self_check(
     """The self-check's run (tests call it longer); returns the number of episode ends seen."""
     import numpy as np
 
-    from procgen_entities import _collector
+    from procgen_entities._native import _collector
     from procgen_entities.parse import game_spec
     from procgen_entities.procgen_envs import make_procgen_env
 
@@ -275,7 +276,7 @@ class EngineBinding:
 
 
 def _make_live(game: Game, lib: LibraryInfo, layout: Layout, sizes: Sequence[int]) -> Any:
-    from procgen_entities._collector import LiveGames
+    from procgen_entities._native._collector import LiveGames
 
     try:
         program = state_program(layout, game)

@@ -26,6 +26,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
+from procgen_entities.errors import ProcgenEntitiesError
 from procgen_entities.games import GAMES
 
 __all__ = [
@@ -58,7 +59,7 @@ _CACHE_VERSION = 1
 Member = List[Any]  # [offset, size, type text]
 
 
-class DwarfError(RuntimeError):
+class DwarfError(ProcgenEntitiesError, RuntimeError):
     """The library has no usable DWARF for procgen's classes."""
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Iterable, Optional, Tuple
 
+from procgen_entities.errors import ProcgenEntitiesError
+
 __all__ = ["ElfError", "ElfInfo", "read_elf"]
 
 
-class ElfError(ValueError):
+class ElfError(ProcgenEntitiesError, ValueError):
     """Not a 64-bit little-endian ELF file, or one without what the engine needs."""
 
 

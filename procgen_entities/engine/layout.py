@@ -22,6 +22,8 @@ from typing import Any, Dict, List, Mapping, Tuple
 import numpy as np
 import numpy.typing as npt
 
+from procgen_entities._native._collector import LIVE_OPS
+from procgen_entities.errors import LayoutError
 from procgen_entities.games import ENTITY_FIELDS, GAMES, Game
 
 __all__ = [
@@ -38,11 +40,8 @@ __all__ = [
 KNOWN_LAYOUT_SHA256 = "29e39ccae2151bbd57b42a4c6ba08345a4278c67c6af3207a4c340eabb011a3a"
 LAYOUT_FILE = "procgen-0.10.7.json"
 
-#: csrc/live_game.h pe_live_op.
-OP = {
-    "const": 0, "name": 1, "w4": 2, "b1": 3, "rng": 4, "entities": 5, "grid": 6, "vec4": 7,
-    "vecbool": 8, "end": 9,
-}  # fmt: skip
+#: The write program's ops by name: csrc/live_game.h pe_live_op, its values read from C.
+OP: Dict[str, int] = dict(LIVE_OPS)
 
 #: Itanium C++ ABI vtable slots of Game's virtuals (src/game.h:114-121: the virtual destructor
 #: takes slots 0 and 1, then observe, game_init, game_reset, game_step, ...).
@@ -67,10 +66,6 @@ _KIND_OF_TYPE = (
 )
 _OP_OF_KIND = {"i": "w4", "f": "w4", "b": "b1", "vi": "vec4", "vf": "vec4", "vb": "vecbool",
                "ve": "entities"}  # fmt: skip
-
-
-class LayoutError(RuntimeError):
-    """The layout table cannot describe this procgen build or game."""
 
 
 def _kind_of(type_text: str, size: int) -> str:
@@ -157,7 +152,7 @@ def layout_from_table(table: Mapping[str, Any]) -> Layout:
 
 
 def _scalar_ops(layout: Layout, cls: str, section: int) -> List[Tuple[int, int]]:
-    from procgen_entities._parser import SCALAR_KINDS, SCALAR_NAMES, SCALAR_POSITIONS
+    from procgen_entities._native._parser import SCALAR_KINDS, SCALAR_NAMES, SCALAR_POSITIONS
 
     ops = []
     for (sec, _at), name, kind in sorted(zip(SCALAR_POSITIONS, SCALAR_NAMES, SCALAR_KINDS)):
@@ -206,7 +201,7 @@ def state_program(layout: Layout, game: Game) -> npt.NDArray[np.int32]:
 def _entity_members(layout: Layout) -> List[Tuple[int, str]]:
     """(offset, kind) of every Entity field a state holds, in state order; LayoutError where the
     layout's type disagrees with the state's (int or float)."""
-    from procgen_entities._parser import ENTITY_FIELD_IS_INT
+    from procgen_entities._native._parser import ENTITY_FIELD_IS_INT
 
     members = []
     for name, is_int in zip(ENTITY_FIELDS, ENTITY_FIELD_IS_INT):
@@ -227,10 +222,10 @@ def live_read_map(layout: Layout, game: Game) -> Dict[str, Any]:
     """Where a live game keeps what an observation reads (csrc/live_game.h pe_live_map): the
     (offset, kind code) of every header/base scalar, trailer item and entity field, the same
     members the state program writes, so a direct read and a written state agree."""
-    from procgen_entities._parser import (
+    from procgen_entities._native._parser import (
         SCALAR_KINDS,
         SCALAR_NAMES,
-        TRAILER_KIND_CODES,
+        TRAILER_KINDS_BY_CODE,
     )
 
     cls = layout.class_of(game.name)
@@ -239,9 +234,9 @@ def live_read_map(layout: Layout, game: Game) -> Dict[str, Any]:
         offset, kind = layout.game_member(cls, name)
         if kind != expected:
             raise LayoutError(f"{cls}::{name} is {kind!r} in the layout, {expected!r} in a state")
-        return offset, TRAILER_KIND_CODES[kind]
+        return offset, TRAILER_KINDS_BY_CODE[kind]
 
-    entity = [(offset, TRAILER_KIND_CODES[kind]) for offset, kind in _entity_members(layout)]
+    entity = [(offset, TRAILER_KINDS_BY_CODE[kind]) for offset, kind in _entity_members(layout)]
     return {
         "scalars": [member(name, kind) for name, kind in zip(SCALAR_NAMES, SCALAR_KINDS)],
         "trailer": [member(name, kind) for name, kind in game.trailer],

@@ -16,7 +16,7 @@ from typing import Dict, List, Mapping, Optional, Tuple, Union
 import numpy as np
 import numpy.typing as npt
 
-from procgen_entities import _collector
+from procgen_entities._native import _collector
 from procgen_entities.errors import UsageError
 from procgen_entities.features import FeatureSpace
 from procgen_entities.games import Game, default_caps

@@ -38,7 +38,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from procgen_entities import _collector
+from procgen_entities._native import _collector
 from procgen_entities.engine import EngineFallbackWarning, EngineUnavailable
 from procgen_entities.errors import UsageError
 from procgen_entities.features import (

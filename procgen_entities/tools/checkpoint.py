@@ -37,6 +37,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from procgen_entities.errors import ProcgenEntitiesError
 from procgen_entities.tools.numpy_policy import (
     ACTIVATIONS,
     DICT_NORMALIZER_FILE,
@@ -78,7 +79,7 @@ MULTI_SPEC_FORMAT = "sb3-multi-1"
 EXTRACTORS = ("EntityExtractor", "FlatGridExtractor")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ProcgenEntitiesError, ValueError):
     """A checkpoint folder that cannot be loaded; the message is one line that says why."""
 
 

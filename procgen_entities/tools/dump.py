@@ -32,7 +32,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from procgen_entities.backends import import_backend
-from procgen_entities.errors import StateDecodeError
+from procgen_entities.errors import (
+    StateDecodeError,
+    UsageError,  # reported as one line, exit status 2
+)
 from procgen_entities.games import DISTRIBUTION_MODE_IDS, GAME_NAMES, NOOP_ACTION, NUM_ACTIONS
 from procgen_entities.parse import StateBatch, parse_state
 from procgen_entities.procgen_envs import MODE_GAMES, make_procgen_env, valid_modes
@@ -48,10 +51,6 @@ MAX_SEED = 2**31 - 2
 #: The largest state file (decompressed): procgen's get_state buffer (procgen/env.py
 #: MAX_STATE_SIZE) holds 1 MiB.
 MAX_STATE_BYTES = 2**20
-
-
-class UsageError(Exception):
-    """A problem reported as one line on stderr with exit status 2."""
 
 
 def _check_game_mode(game: str, mode: str) -> None:

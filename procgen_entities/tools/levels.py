@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from procgen_entities.errors import StateDecodeError
-from procgen_entities.errors import UsageError as ApiUsageError
+from procgen_entities.errors import ProcgenEntitiesError, StateDecodeError, UsageError
 from procgen_entities.games import GAME_NAMES
 from procgen_entities.level_text import level_from_text, level_to_text
 from procgen_entities.state import State, procgen_options, states_to_bytes
@@ -54,7 +53,7 @@ ALL_LEVELS_HIGH = 2**31 - 1
 MAX_TEXT_BYTES = 2**20
 
 
-class LevelError(ValueError):
+class LevelError(ProcgenEntitiesError, ValueError):
     """A level file that cannot be read, or whose level procgen would not play."""
 
 
@@ -86,7 +85,7 @@ class LevelBase:
             return dump.record_state(
                 self.game, mode=self.mode, seed=self.seed, steps=self.steps, policy=self.policy
             )
-        except dump.UsageError as exc:
+        except UsageError as exc:
             raise LevelError(str(exc)) from None
 
 
@@ -162,7 +161,7 @@ def read_level(path: os.PathLike | str) -> Level:
     if not _is_text(file):
         try:
             blob = dump.load_state(str(file))
-        except dump.UsageError as exc:
+        except UsageError as exc:
             raise LevelError(str(exc)) from None
         try:
             return Level(file, State.from_bytes(blob))
@@ -186,7 +185,7 @@ def read_level(path: os.PathLike | str) -> Level:
     except StateDecodeError as exc:
         reason = exc.reason
         raise LevelError(f"{file}: its base is not a procgen get_state blob: {reason}") from None
-    except ApiUsageError as exc:
+    except UsageError as exc:
         raise LevelError(f"{file}: {exc}") from None
 
 
@@ -198,7 +197,7 @@ def validate(levels: Sequence[Level]) -> None:
     except StateDecodeError as exc:
         raise LevelError(f"{levels[exc.index].path}: procgen would not play it: {exc.reason} "
                          f"(field {exc.field!r})") from None  # fmt: skip
-    except ApiUsageError as exc:
+    except UsageError as exc:
         raise LevelError(str(exc)) from None
     for level, blob in zip(levels, blobs):
         level.blob = blob

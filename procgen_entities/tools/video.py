@@ -8,12 +8,14 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
+from procgen_entities.errors import ProcgenEntitiesError
+
 __all__ = ["FORMATS", "VideoError", "check_video_path", "compose", "gif_duration", "write_video"]
 
 FORMATS = (".gif", ".mp4")
 
 
-class VideoError(Exception):
+class VideoError(ProcgenEntitiesError):
     """A video that cannot be written (the message is one line)."""
 
 

@@ -3,16 +3,19 @@
 
 No decisions live here: a state's parts are copied out of the bytes the C side measured and
 located, parts are handed back as pointers into buffers held for the call, the GIL is released
-around the C work, and C statuses become exceptions (_parser.raise_status).
+around the C work, and C statuses become exceptions (_status.check_status).
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport calloc, free
 
-from procgen_entities._parser cimport GameSpec, raise_status
-from procgen_entities.state_parser cimport *
-from procgen_entities.state_writer cimport *
+from procgen_entities._native._parser cimport GameSpec
+from procgen_entities._native._status cimport check_status
+from procgen_entities._native.state_parser cimport *
+from procgen_entities._native.state_writer cimport *
 
 import numpy as np
+
+from procgen_entities.errors import UsageError
 
 
 cdef inline const uint8_t *_bytes_ptr(const uint8_t[::1] view) noexcept:
@@ -33,7 +36,7 @@ def split_state(state, GameSpec spec):
     cdef pe_status status
     with nogil:
         status = pe_measure(buf, n, &spec.spec, &layout, &err)
-    raise_status(status, &err, 0)
+    check_status(status, &err, 0)
     scalars = np.empty(pe_scalar_count(), dtype=np.float64)
     grid = np.empty((layout.height, layout.width), dtype=np.int32)
     trailer = np.empty(max(1, spec.n_trailer_scalars), dtype=np.float64)
@@ -99,11 +102,11 @@ cdef class _Parts:
         cdef pe_state_parts *p = &self.parts[i]
         scalars, rngs, entities, grid, trailer, vectors = item
         if len(scalars) != pe_scalar_count():
-            raise ValueError(f"state {i}: expected {pe_scalar_count()} scalars")
+            raise UsageError(f"state {i}: expected {pe_scalar_count()} scalars")
         if len(trailer) != spec.n_trailer_scalars or len(vectors) != spec.n_trailer_vectors:
-            raise ValueError(f"state {i}: trailer parts do not match {spec.game}'s trailer")
+            raise UsageError(f"state {i}: trailer parts do not match {spec.game}'s trailer")
         if len(rngs) != PE_N_RNGS:
-            raise ValueError(f"state {i}: expected {PE_N_RNGS} RNGs")
+            raise UsageError(f"state {i}: expected {PE_N_RNGS} RNGs")
         p.scalars = <const double *>self._hold(_raw(np.asarray(scalars, dtype=np.float64)))
         cdef int r
         for r in range(PE_N_RNGS):
@@ -113,7 +116,7 @@ cdef class _Parts:
             p.rngs[r].text = self._hold(_raw(text))
         entities = _raw(entities)
         if len(entities) % PE_ENTITY_BYTES:
-            raise ValueError(f"state {i}: entity bytes are not whole {PE_ENTITY_BYTES}-byte records")
+            raise UsageError(f"state {i}: entity bytes are not whole {PE_ENTITY_BYTES}-byte records")
         p.n_entities = len(entities) // PE_ENTITY_BYTES
         p.entities = self._hold(entities)
         p.height, p.width = grid.shape
@@ -125,7 +128,7 @@ cdef class _Parts:
             raw = _raw(vectors[v])
             item_bytes = pe_trailer_item_bytes(kinds[v])
             if len(raw) % item_bytes:
-                raise ValueError(f"state {i}: trailer vector {v} is not whole items")
+                raise UsageError(f"state {i}: trailer vector {v} is not whole items")
             p.vector_counts[v] = len(raw) // item_bytes
             p.vector_items[v] = self._hold(raw)
         return 0
@@ -148,7 +151,7 @@ def write_states(items, GameSpec spec):
     cdef int64_t[::1] sizes_view = sizes
     with nogil:
         status = pe_write_size_many(n, parts.parts, &spec.spec, &sizes_view[0], &bad_index, &err)
-    raise_status(status, &err, bad_index)
+    check_status(status, &err, bad_index)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(sizes[:n], out=offsets[1:])
     out = bytearray(int(offsets[n]))
@@ -158,6 +161,6 @@ def write_states(items, GameSpec spec):
     with nogil:
         status = pe_write_many(n, parts.parts, &spec.spec, out_ptr, &offsets_view[0],
                                &bad_index, &err)
-    raise_status(status, &err, bad_index)
+    check_status(status, &err, bad_index)
     view = memoryview(out)
     return [bytes(view[offsets[i] : offsets[i + 1]]) for i in range(n)]

@@ -1,4 +1,5 @@
-# Mirrors csrc/state_parser.h.
+# Mirrors csrc/state_parser.h line for line: same order, every macro, enum member, struct and
+# function (tests/test_native.py checks the names and their order against the header).
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 
@@ -9,14 +10,14 @@ cdef extern from "state_parser.h" nogil:
         PE_MAX_TRAILER_ITEMS
         PE_MAX_TRAILER_VECTORS
         PE_MAX_GAME_NAME
-        PE_MAX_INVARIANTS
+
+    enum:
         PE_OPTIONS_AT
         PE_OPTIONS_BYTES
         PE_STEP_BYTES
         PE_BASE_BYTES
         PE_CAMERA_BYTES
         PE_TERMINATOR
-        PE_S_N_SCALARS_MAX
 
     ctypedef enum pe_status:
         PE_OK
@@ -35,6 +36,10 @@ cdef extern from "state_parser.h" nogil:
         PE_ERR_VALUE
         PE_ERR_SPACE
         PE_ERR_MEMORY
+        PE_ERR_ARG
+        PE_ERR_LAYOUT
+    enum:
+        PE_STATUS_END
 
     ctypedef struct pe_error:
         pe_status status
@@ -50,6 +55,14 @@ cdef extern from "state_parser.h" nogil:
         PE_T_VEC_BOOL
         PE_T_VEC_ENTITY
 
+    ctypedef enum pe_value_kind:
+        PE_V_CONST
+        PE_V_SCALAR
+        PE_V_LENGTH
+        PE_V_GRID_W
+        PE_V_GRID_H
+        PE_V_GRID_CELLS
+
     ctypedef struct pe_value:
         int32_t kind
         int32_t index
@@ -58,6 +71,9 @@ cdef extern from "state_parser.h" nogil:
         pe_value lhs
         pe_value rhs
         const char *name
+
+    enum:
+        PE_MAX_INVARIANTS
 
     ctypedef struct pe_game_spec:
         const char *name
@@ -81,32 +97,50 @@ cdef extern from "state_parser.h" nogil:
         int32_t width
         int32_t height
         int32_t n_vectors
-        int32_t vector_counts[8]
+        int32_t vector_counts[PE_MAX_TRAILER_VECTORS]
         int32_t n_trailer_scalars
-        int32_t trailer_item_at[48]
+        int32_t trailer_item_at[PE_MAX_TRAILER_ITEMS]
+
+    enum:
+        PE_S_N_SCALARS_MAX
 
     int pe_scalar_count() noexcept
-    double pe_scalar_value(const uint8_t *buf, const pe_layout *layout, int i) noexcept
-    int pe_scalar_index(const char *name) noexcept
     const char *pe_scalar_name(int i) noexcept
     char pe_scalar_kind(int i) noexcept
-    int pe_scalar_position(int i, int *section, int *at) noexcept
+    pe_status pe_scalar_position(int i, int *section, int *at) noexcept
+    double pe_scalar_value(const uint8_t *buf, const pe_layout *layout, int i) noexcept
+    int pe_scalar_index(const char *name) noexcept
     int pe_entity_field_is_int(int i) noexcept
     const char *pe_status_text(pe_status status) noexcept
+    const char *pe_status_name(int status) noexcept
+
     int64_t pe_trailer_item_bytes(uint8_t kind) noexcept
+
     pe_status pe_check_spec(const pe_game_spec *spec) noexcept
+
     pe_status pe_read_game_name(const uint8_t *buf, int64_t len, const uint8_t **name,
                                 int32_t *name_len, pe_error *err) noexcept
+
     pe_status pe_measure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
                          pe_layout *layout, pe_error *err) noexcept
+
+    double pe_trailer_item_value(const uint8_t *buf, const pe_layout *layout,
+                                 const pe_game_spec *spec, int32_t item) noexcept
+
+    void pe_camera(const uint8_t *buf, const pe_layout *layout, float *center_x, float *center_y,
+                   float *view_dim) noexcept
+
     void pe_fill(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *spec,
                  double *scalars, const int32_t *entity_fields, int32_t n_fields,
                  float *entities, int32_t *grid, double *trailer_scalars,
                  double *vector_values) noexcept
+
     int64_t pe_vector_value_count(const pe_layout *layout, const pe_game_spec *spec) noexcept
+
     pe_status pe_measure_many(int64_t n, const uint8_t *const *bufs, const int64_t *lens,
                               const pe_game_spec *spec, pe_layout *layouts, int64_t *bad_index,
                               pe_error *err) noexcept
+
     void pe_fill_many(int64_t n, const uint8_t *const *bufs, const pe_layout *layouts,
                       const pe_game_spec *spec, double *scalars, const int32_t *entity_fields,
                       int32_t n_fields, float *entities, const int64_t *entity_offsets,

@@ -2,55 +2,43 @@
 """Marshalling between Python objects and the C state parser (csrc/state_parser.c).
 
 No decisions live here: buffers are collected, arrays allocated from what the C side measured,
-the GIL is released around the C work, and C statuses are turned into exceptions.
+the GIL is released around the C work, and C statuses become exceptions (_status.check_status).
 """
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport calloc, free, malloc
 
-from procgen_entities.state_parser cimport *
+from procgen_entities._native._status cimport check_status
+from procgen_entities._native.state_parser cimport *
 
 import numpy as np
 
-from procgen_entities.errors import error_from_status
+from procgen_entities.errors import UsageError
 
-TRAILER_KIND_CODES = {"i": 0, "f": 1, "b": 2, "vi": 3, "vf": 4, "vb": 5, "ve": 6}
+#: The trailer kind codes of the game declarations (games.py) -> pe_trailer_kind.
+TRAILER_KINDS_BY_CODE = {
+    "i": PE_T_I32, "f": PE_T_F32, "b": PE_T_BOOL, "vi": PE_T_VEC_I32, "vf": PE_T_VEC_F32,
+    "vb": PE_T_VEC_BOOL, "ve": PE_T_VEC_ENTITY,
+}
+#: The invariant term kinds of games.Game.invariant_terms -> pe_value_kind.
+VALUE_KINDS_BY_TERM = {
+    "const": PE_V_CONST, "scalar": PE_V_SCALAR, "length": PE_V_LENGTH, "grid_w": PE_V_GRID_W,
+    "grid_h": PE_V_GRID_H, "grid_cells": PE_V_GRID_CELLS,
+}
 SCALAR_NAMES = tuple(pe_scalar_name(i).decode() for i in range(pe_scalar_count()))
 SCALAR_KINDS = tuple(chr(pe_scalar_kind(i)) for i in range(pe_scalar_count()))
 
 
 def _scalar_position(int i):
     cdef int section = -1, at = -1
-    pe_scalar_position(i, &section, &at)
+    check_status(pe_scalar_position(i, &section, &at))
     return (section, at)
 
-
-#: csrc/state_parser.h pe_value_kind, by the names games.Game.invariant_terms uses.
-VALUE_KINDS = {"const": 0, "scalar": 1, "length": 2, "grid_w": 3, "grid_h": 4, "grid_cells": 5}
 
 #: Per scalar: (section, byte offset in it); sections in byte order: options, step, base, camera.
 SCALAR_POSITIONS = tuple(_scalar_position(i) for i in range(pe_scalar_count()))
 ENTITY_FIELD_IS_INT = tuple(bool(pe_entity_field_is_int(i)) for i in range(PE_ENTITY_FIELDS))
-
-
-#: pe_status value -> name (csrc/state_parser.h); errors.py maps names to exceptions.
-STATUS_NAMES = {
-    PE_OK: "PE_OK", PE_ERR_TRUNCATED: "PE_ERR_TRUNCATED", PE_ERR_VERSION: "PE_ERR_VERSION",
-    PE_ERR_GAME: "PE_ERR_GAME", PE_ERR_NEGATIVE: "PE_ERR_NEGATIVE", PE_ERR_GRID: "PE_ERR_GRID",
-    PE_ERR_PLAYER: "PE_ERR_PLAYER", PE_ERR_BOOL: "PE_ERR_BOOL",
-    PE_ERR_TERMINATOR: "PE_ERR_TERMINATOR", PE_ERR_TRAILING: "PE_ERR_TRAILING",
-    PE_ERR_SHAPE: "PE_ERR_SHAPE", PE_ERR_SPEC: "PE_ERR_SPEC", PE_ERR_INVARIANT: "PE_ERR_INVARIANT",
-    PE_ERR_VALUE: "PE_ERR_VALUE", PE_ERR_SPACE: "PE_ERR_SPACE", PE_ERR_MEMORY: "PE_ERR_MEMORY",
-}
-
-
-cdef int raise_status(pe_status status, const pe_error *err, Py_ssize_t index) except -1:
-    if status == PE_OK:
-        return 0
-    field = err.field.decode() if err.field != NULL else "?"
-    raise error_from_status(STATUS_NAMES.get(int(status), "PE_UNKNOWN"), int(status),
-                            pe_status_text(status).decode(), index, err.offset, field)
 
 
 cdef class GameSpec:
@@ -61,7 +49,7 @@ cdef class GameSpec:
         cdef Py_ssize_t i
         self.game = game
         self._name = game.encode("ascii")
-        self._kinds = bytes([TRAILER_KIND_CODES[kind] for _, kind in trailer])
+        self._kinds = bytes([TRAILER_KINDS_BY_CODE[kind] for _, kind in trailer])
         self._names = [name.encode("ascii") for name, _ in trailer]
         self._name_ptrs = <const char **>calloc(max(1, len(trailer)), sizeof(char *))
         if self._name_ptrs == NULL:
@@ -74,15 +62,15 @@ cdef class GameSpec:
         self.spec.trailer_kinds = <const uint8_t *><const char *>self._kinds
         self.spec.trailer_names = self._name_ptrs
         if len(invariants) > PE_MAX_INVARIANTS:
-            raise ValueError(f"{game}: more than {PE_MAX_INVARIANTS} invariants")
+            raise UsageError(f"{game}: more than {PE_MAX_INVARIANTS} invariants")
         self._invariant_names = [text.encode("ascii") for text, _, _ in invariants]
         self._invariants = <pe_invariant *>calloc(max(1, len(invariants)), sizeof(pe_invariant))
         if self._invariants == NULL:
             raise MemoryError()
         for i, (_, lhs, rhs) in enumerate(invariants):
-            self._invariants[i].lhs.kind = VALUE_KINDS[lhs[0]]
+            self._invariants[i].lhs.kind = VALUE_KINDS_BY_TERM[lhs[0]]
             self._invariants[i].lhs.index = lhs[1]
-            self._invariants[i].rhs.kind = VALUE_KINDS[rhs[0]]
+            self._invariants[i].rhs.kind = VALUE_KINDS_BY_TERM[rhs[0]]
             self._invariants[i].rhs.index = rhs[1]
             self._invariants[i].name = <bytes>self._invariant_names[i]
         self.spec.n_invariants = len(invariants) if check_invariants else 0
@@ -90,7 +78,7 @@ cdef class GameSpec:
         self.n_trailer_vectors = sum(1 for _, kind in trailer if kind.startswith("v"))
         self.n_trailer_scalars = len(trailer) - self.n_trailer_vectors
         if pe_check_spec(&self.spec) != PE_OK:
-            raise ValueError(f"invalid trailer spec for {game!r}")
+            raise UsageError(f"invalid trailer spec for {game!r}")
 
     def __dealloc__(self):
         free(self._name_ptrs)
@@ -152,7 +140,7 @@ def read_game_name(state):
     cdef int32_t name_len = 0
     cdef pe_error err
     cdef pe_status status = pe_read_game_name(bufs.ptrs[0], bufs.lens[0], &name, &name_len, &err)
-    raise_status(status, &err, 0)
+    check_status(status, &err, 0)
     return bytes(name[:name_len]).decode("ascii", errors="replace")
 
 
@@ -170,12 +158,12 @@ def parse_batch(states, GameSpec spec, const int32_t[::1] entity_fields, bint wa
         with nogil:
             status = pe_measure_many(n, bufs.ptrs, bufs.lens, &spec.spec, layouts, &bad_index,
                                      &err)
-        raise_status(status, &err, bad_index)
+        check_status(status, &err, bad_index)
 
         n_fields = entity_fields.shape[0]
         for i in range(n_fields):
             if entity_fields[i] < 0 or entity_fields[i] >= PE_ENTITY_FIELDS:
-                raise ValueError(f"entity field index {entity_fields[i]} out of range")
+                raise UsageError(f"entity field index {entity_fields[i]} out of range")
         n_vec = spec.n_trailer_vectors
         entity_counts = np.empty(n, dtype=np.int64)
         vector_counts = np.zeros((n, n_vec), dtype=np.int64)

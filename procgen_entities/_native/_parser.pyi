@@ -2,11 +2,11 @@ from typing import Any, Dict, Sequence, Tuple
 
 import numpy as np
 
-TRAILER_KIND_CODES: Dict[str, int]
+TRAILER_KINDS_BY_CODE: Dict[str, int]
 SCALAR_NAMES: Tuple[str, ...]
 SCALAR_KINDS: Tuple[str, ...]
 SCALAR_POSITIONS: Tuple[Tuple[int, int], ...]
-VALUE_KINDS: Dict[str, int]
+VALUE_KINDS_BY_TERM: Dict[str, int]
 ENTITY_FIELD_IS_INT: Tuple[bool, ...]
 
 class GameSpec:

@@ -1,4 +1,5 @@
-# Mirrors csrc/thread_pool.h.
+# Mirrors csrc/thread_pool.h line for line: same order, every struct and function
+# (tests/test_native.py checks the names and their order against the header).
 from libc.stdint cimport int64_t
 
 

@@ -1,7 +1,9 @@
-# Mirrors csrc/state_writer.h.
+# Mirrors csrc/state_writer.h line for line: same order, every macro, enum member, struct and
+# function (tests/test_native.py checks the names and their order against the header).
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
-from procgen_entities.state_parser cimport pe_error, pe_game_spec, pe_layout, pe_status
+from procgen_entities._native.state_parser cimport (PE_MAX_TRAILER_VECTORS, pe_error,
+                                                    pe_game_spec, pe_layout, pe_status)
 
 
 cdef extern from "state_writer.h" nogil:
@@ -18,19 +20,19 @@ cdef extern from "state_writer.h" nogil:
 
     ctypedef struct pe_state_parts:
         const double *scalars
-        pe_rng_text rngs[3]
+        pe_rng_text rngs[PE_N_RNGS]
         int32_t n_entities
         const uint8_t *entities
         int32_t width
         int32_t height
         const int32_t *grid
         const double *trailer_scalars
-        int32_t vector_counts[8]
-        const uint8_t *vector_items[8]
+        int32_t vector_counts[PE_MAX_TRAILER_VECTORS]
+        const uint8_t *vector_items[PE_MAX_TRAILER_VECTORS]
 
     ctypedef struct pe_spans:
-        pe_rng_text rngs[3]
-        int64_t vector_items_at[8]
+        pe_rng_text rngs[PE_N_RNGS]
+        int64_t vector_items_at[PE_MAX_TRAILER_VECTORS]
 
     void pe_locate(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *spec,
                    pe_spans *spans) noexcept

@@ -3,35 +3,22 @@
 
 No decisions live here: tilemap.py builds the class LUT and the crops; this module runs the
 count pass, allocates the outputs from its counts, runs the fill pass (both with the GIL
-released) and turns C statuses into exceptions.
+released) and turns C statuses into exceptions (_status.check_status).
 """
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 from libc.stdlib cimport malloc, free
 
-from procgen_entities.tilemap_kernel cimport *
+from procgen_entities._native._status cimport check_status
+from procgen_entities._native.tilemap cimport *
 
 import numpy as np
 
-from procgen_entities.errors import UsageError, error_from_status
+from procgen_entities.errors import UsageError
 
 MODES = {"tiles": TM_TILES, "runs": TM_RUNS, "columns": TM_COLUMNS, "chunks": TM_CHUNKS}
 MAX_CLASSES = TM_MAX_CLASSES
 MAX_CROP = TM_MAX_CROP
 MAX_IMAGE = TM_MAX_IMAGE
-
-
-#: tm_status value -> name (csrc/tilemap.h); errors.py maps names to exceptions.
-STATUS_NAMES = {TM_OK: "TM_OK", TM_ERR_ARG: "TM_ERR_ARG", TM_ERR_SPEC: "TM_ERR_SPEC",
-                TM_ERR_SCRATCH: "TM_ERR_SCRATCH", TM_ERR_OVERFLOW: "TM_ERR_OVERFLOW",
-                TM_ERR_MISMATCH: "TM_ERR_MISMATCH"}
-
-
-cdef int check(tm_status status) except -1:
-    if status == TM_OK:
-        return 0
-    text = tm_status_text(status).decode()
-    raise error_from_status(STATUS_NAMES.get(int(status), "TM_UNKNOWN"), int(status),
-                            f"tilemap kernel: {text}")
 
 
 def n_types(int mode, int n_classes):
@@ -55,7 +42,7 @@ cdef class TileSpec:
         self.spec.oob_class = oob_class
         self.spec.base_class = base_class
         self.spec.top_class = top_class
-        check(tm_check_spec(&self.spec))
+        check_status(tm_check_spec(&self.spec))
 
 
 def convert(const int32_t[:, :, ::1] grids, TileSpec spec, int mode, int chunk,
@@ -82,10 +69,10 @@ def convert(const int32_t[:, :, ::1] grids, TileSpec spec, int mode, int chunk,
     if with_rel:
         refs_ptr = &refs[0, 0] if n else no_refs
     cdef const int32_t *grids_ptr = &grids[0, 0, 0] if (n and height and width) else NULL
-    cdef int64_t scratch_size
+    cdef int64_t scratch_size = 0
     with nogil:
-        scratch_size = tm_scratch_size(n, crops_ptr)
-    if scratch_size < 0:
+        status = tm_scratch_size(n, crops_ptr, &scratch_size)
+    if status != TM_OK:
         raise UsageError(f"invalid crop: widths and heights must be in [0, {TM_MAX_CROP}]")
     scratch_arr = np.empty(max(1, scratch_size), dtype=np.int8)
     cdef int8_t[::1] scratch = scratch_arr
@@ -97,7 +84,7 @@ def convert(const int32_t[:, :, ::1] grids, TileSpec spec, int mode, int chunk,
     with nogil:
         status = tm_count_many(n, grids_ptr, height, width, &spec.spec, <tm_mode>mode, chunk,
                                crops_ptr, &scratch[0], scratch_size, counts_ptr)
-    check(status)
+    check_status(status)
 
     totals = counts_arr.sum(axis=0) if n else np.zeros(nt, dtype=np.int64)
     outs = []
@@ -119,7 +106,7 @@ def convert(const int32_t[:, :, ::1] grids, TileSpec spec, int mode, int chunk,
         with nogil:
             status = tm_fill_many(n, &spec.spec, <tm_mode>mode, chunk, crops_ptr, refs_ptr,
                                   &scratch[0], scratch_size, counts_ptr, out_ptrs, caps, nf)
-        check(status)
+        check_status(status)
     finally:
         free(out_ptrs)
         free(caps)
@@ -143,4 +130,4 @@ def class_images(const int32_t[:, :, ::1] grids, TileSpec spec, const int32_t[:,
     with nogil:
         status = tm_class_image_many(n, grids_ptr, height, width, &spec.spec, &crops[0, 0],
                                      size, &out[0, 0, 0])
-    check(status)
+    check_status(status)

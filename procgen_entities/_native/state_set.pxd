@@ -1,8 +1,9 @@
-# Mirrors csrc/state_set.h.
+# Mirrors csrc/state_set.h line for line: same order, every macro, struct and function
+# (tests/test_native.py checks the names and their order against the header).
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
-from procgen_entities.state_parser cimport pe_error, pe_game_spec, pe_layout, pe_status
-from procgen_entities.thread_pool cimport pe_pool
+from procgen_entities._native.state_parser cimport pe_error, pe_game_spec, pe_layout, pe_status
+from procgen_entities._native.thread_pool cimport pe_pool
 
 
 cdef extern from "state_set.h" nogil:
@@ -19,20 +20,28 @@ cdef extern from "state_set.h" nogil:
 
     pe_state_set *pe_state_set_create(int64_t n, int64_t capacity) noexcept
     void pe_state_set_destroy(pe_state_set *set) noexcept
+
+    void pe_state_set_accept(pe_state_set *set, int64_t i, int64_t written,
+                             const pe_game_spec *spec, const char *source) noexcept
+
     pe_status pe_collect(pe_pool *pool, pe_get_state_fn get_state, void *env, int32_t count,
                          int64_t first, pe_state_set *set, const pe_game_spec *spec,
                          int64_t *bad_index, pe_error *err) noexcept
+
     void pe_fill_states(pe_pool *pool, const pe_state_set *set, const pe_game_spec *spec,
                         double *scalars, double *trailer_scalars, int32_t *grid) noexcept
+
     void pe_fill_grid_rows(pe_pool *pool, const pe_state_set *set, const int32_t *first_row,
                            const int32_t *n_rows, int32_t *grid) noexcept
-    void pe_fill_vector_heads(pe_pool *pool, const pe_state_set *set, const pe_game_spec *spec,
-                              int32_t max_items, double *heads, int64_t *lengths) noexcept
-    void pe_fill_player_footing(pe_pool *pool, const pe_state_set *set, double *footing) noexcept
-    double pe_trailer_scalar(const uint8_t *buf, const pe_layout *layout,
-                             const pe_game_spec *spec, int32_t index) noexcept
 
     double PE_CELL_OUTSIDE
+    void pe_fill_player_footing(pe_pool *pool, const pe_state_set *set, double *footing) noexcept
+
+    void pe_fill_vector_heads(pe_pool *pool, const pe_state_set *set, const pe_game_spec *spec,
+                              int32_t max_items, double *heads, int64_t *lengths) noexcept
+
+    double pe_trailer_scalar(const uint8_t *buf, const pe_layout *layout,
+                             const pe_game_spec *spec, int32_t index) noexcept
 
     enum:
         PE_FEATURE_REL_X
@@ -48,9 +57,11 @@ cdef extern from "state_set.h" nogil:
         const int32_t *condition
         const uint8_t *windowed
 
-    int pe_plan_check(const pe_entity_plan *plan, const pe_game_spec *spec) noexcept
+    pe_status pe_plan_check(const pe_entity_plan *plan, const pe_game_spec *spec) noexcept
+
     void pe_plan_count(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,
                        const pe_game_spec *spec, int64_t *counts) noexcept
-    int pe_plan_fill(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,
-                     const pe_game_spec *spec, const int64_t *counts,
-                     const int64_t *slot_offsets, float *out) noexcept
+
+    pe_status pe_plan_fill(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,
+                           const pe_game_spec *spec, const int64_t *counts,
+                           const int64_t *slot_offsets, float *out) noexcept

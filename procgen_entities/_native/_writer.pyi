@@ -1,6 +1,6 @@
 from typing import Any, Dict, List, Sequence
 
-from procgen_entities._parser import GameSpec
+from procgen_entities._native._parser import GameSpec
 
 def split_state(state: Any, spec: GameSpec) -> Dict[str, Any]: ...
 def write_states(items: Sequence[Any], spec: GameSpec) -> List[bytes]: ...

@@ -1,11 +1,12 @@
-# Mirrors csrc/observation.h.
+# Mirrors csrc/observation.h line for line: same order, every macro, enum member, struct and
+# function (tests/test_native.py checks the names and their order against the header).
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
-from procgen_entities.live_game cimport pe_live_outputs, pe_live_source
-from procgen_entities.state_parser cimport pe_error, pe_game_spec, pe_status
-from procgen_entities.state_set cimport pe_entity_plan, pe_state_set
-from procgen_entities.thread_pool cimport pe_pool
-from procgen_entities.tilemap_kernel cimport tm_spec
+from procgen_entities._native.live_game cimport pe_live_outputs, pe_live_source
+from procgen_entities._native.state_parser cimport pe_error, pe_game_spec, pe_status
+from procgen_entities._native.state_set cimport pe_entity_plan, pe_state_set
+from procgen_entities._native.thread_pool cimport pe_pool
+from procgen_entities._native.tilemap cimport tm_spec
 
 
 cdef extern from "observation.h" nogil:
@@ -76,12 +77,15 @@ cdef extern from "observation.h" nogil:
     pe_obs_builder *pe_obs_create(const pe_obs_spec *spec, const pe_game_spec *game, int64_t n,
                                   pe_status *status) noexcept
     void pe_obs_destroy(pe_obs_builder *builder) noexcept
+
     pe_status pe_obs_from_states(pe_pool *pool, pe_obs_builder *builder, const pe_state_set *set,
                                  const int64_t *indices, int64_t count, const pe_obs_out *out,
                                  int64_t *bad_index, pe_error *err) noexcept
+
     pe_status pe_obs_from_live(pe_pool *pool, pe_obs_builder *builder,
                                const pe_live_source *source, const pe_obs_out *out,
                                int64_t *bad_index, pe_error *err) noexcept
+
     pe_status pe_obs_step_live(pe_pool *pool, pe_obs_builder *builder,
                                const pe_live_source *source, const int32_t *actions,
                                pe_state_set *terminal_set, const pe_game_spec *game_spec,

@@ -2,7 +2,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from procgen_entities._parser import GameSpec
+from procgen_entities._native._parser import GameSpec
 
 DEFAULT_CAPACITY: int
 FEATURE_REL_X: int
@@ -11,6 +11,7 @@ FEATURE_REL_Y: int
 MAX_SLOTS: int
 DEFER_RESET: int
 RESET_ONLY: int
+LIVE_OPS: Dict[str, int]
 
 class LiveGames:
     num_groups: int

@@ -12,18 +12,20 @@ from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uintptr_t
 
 from libc.stdlib cimport calloc, free
 
-from procgen_entities._parser cimport GameSpec, raise_status
-from procgen_entities.errors import UsageError
-from procgen_entities.live_game cimport *
-from procgen_entities.padding cimport pe_pad_rows
-from procgen_entities.observation cimport *
-from procgen_entities.state_parser cimport (PE_ENTITY_FIELDS, PE_MAX_TRAILER_ITEMS, PE_OK,
-                                            PE_ERR_MEMORY, PE_ERR_SPEC, PE_S_N_SCALARS_MAX,
-                                            PE_T_I32, PE_T_VEC_ENTITY,
-                                            pe_error, pe_scalar_count, pe_status)
-from procgen_entities.tilemap_kernel cimport tm_check_spec, tm_spec, TM_OK
-from procgen_entities.state_set cimport *
-from procgen_entities.thread_pool cimport pe_pool, pe_pool_create, pe_pool_destroy
+from procgen_entities._native._parser cimport GameSpec
+from procgen_entities._native._status cimport check_status
+from procgen_entities._native.live_game cimport *
+from procgen_entities._native.observation cimport *
+from procgen_entities._native.padding cimport pe_pad_rows
+from procgen_entities._native.state_parser cimport (PE_ENTITY_FIELDS, PE_MAX_TRAILER_ITEMS, PE_OK,
+                                                    PE_ERR_SPEC, PE_S_N_SCALARS_MAX, PE_T_I32,
+                                                    PE_T_VEC_ENTITY, pe_error, pe_scalar_count,
+                                                    pe_status)
+from procgen_entities._native.state_set cimport *
+from procgen_entities._native.thread_pool cimport pe_pool, pe_pool_create, pe_pool_destroy
+from procgen_entities._native.tilemap cimport tm_check_spec, tm_spec
+
+from procgen_entities.errors import LayoutError, UsageError
 
 import numpy as np
 
@@ -35,6 +37,12 @@ FEATURE_REL_Y = PE_FEATURE_REL_Y
 MAX_SLOTS = PE_MAX_SLOTS
 DEFER_RESET = PE_LIVE_DEFER_RESET
 RESET_ONLY = PE_LIVE_RESET_ONLY
+#: The live write program's ops (pe_live_op) by the names engine/layout.py builds programs with.
+LIVE_OPS = {
+    "const": PE_OP_CONST, "name": PE_OP_NAME, "w4": PE_OP_W4, "b1": PE_OP_B1, "rng": PE_OP_RNG,
+    "entities": PE_OP_ENTITIES, "grid": PE_OP_GRID, "vec4": PE_OP_VEC4, "vecbool": PE_OP_VECBOOL,
+    "end": PE_OP_END,
+}
 
 
 cdef int _copy_members(int32_t *at, uint8_t *kinds, list members, Py_ssize_t limit,
@@ -164,14 +172,16 @@ cdef class LiveGames:
         them); all groups are steppable together once each is attached."""
         if group < 0 or group >= self.num_groups:
             raise IndexError(group)
-        cdef int64_t n, expected = self._sizes[group]
+        cdef int64_t n = 0, expected = self._sizes[group]
+        cdef pe_status status
+        self.sources[group].n_games = 0
+        self.sources[self.num_groups].n_games = 0
         with nogil:
-            n = pe_live_games(&self.spec, <const void *>vecgame,
-                              <void **>self.sources[group].games, expected)
+            status = pe_live_games(&self.spec, <const void *>vecgame,
+                                   <void **>self.sources[group].games, expected, &n)
+        check_status(status)
         if n != expected:
-            self.sources[group].n_games = 0
-            self.sources[self.num_groups].n_games = 0
-            raise RuntimeError(f"procgen's vec env holds {n} games, expected {expected}")
+            raise LayoutError(f"procgen's vec env holds {n} games, expected {expected}")
         self.sources[group].n_games = n
         if all(self.sources[g].n_games for g in range(self.num_groups)):
             self.sources[self.num_groups].n_games = self.num_games
@@ -193,11 +203,11 @@ cdef class LiveGames:
             raise IndexError(k)
         buf = bytearray(capacity)
         cdef unsigned char[::1] view = buf
-        cdef int64_t n
+        cdef int64_t n = 0
+        cdef pe_status status
         with nogil:
-            n = pe_live_write(&self.spec, source.games[k], &view[0], capacity)
-        if n < 0:
-            raise RuntimeError("the live game could not be written (buffer or layout)")
+            status = pe_live_write(&self.spec, source.games[k], &view[0], capacity, &n)
+        check_status(status)
         return bytes(buf[:n])
 
     def observe(self, int group):
@@ -263,9 +273,8 @@ cdef class StateCollector:
             raise UsageError("entity plan arrays have inconsistent lengths")
         self._plan_arrays = (type_to_slot, feature_start, features, condition, windowed)
         _point_plan(&self.plan, type_to_slot, feature_start, features, condition, windowed)
-        if pe_plan_check(&self.plan, &self.spec.spec) != 0:
-            self.has_plan = False
-            raise UsageError("invalid entity plan")
+        self.has_plan = False
+        check_status(pe_plan_check(&self.plan, &self.spec.spec))
         self.has_plan = True
 
     def collect(self, uintptr_t get_state, uintptr_t env, int count, Py_ssize_t first):
@@ -277,7 +286,7 @@ cdef class StateCollector:
         with nogil:
             status = pe_collect(self.pool, <pe_get_state_fn>get_state, <void *>env, count, first,
                                 self.set, &self.spec.spec, &bad_index, &err)
-        raise_status(status, &err, bad_index)
+        check_status(status, &err, bad_index)
 
     def fill(self, double[:, ::1] scalars, double[:, ::1] trailer_scalars,
              int32_t[:, :, ::1] grid=None):
@@ -363,7 +372,7 @@ cdef class StateCollector:
         """Entity features of every slot into `out` (slot s from slot_offsets[s])."""
         self._check_open()
         cdef Py_ssize_t s, i, rows, end
-        cdef int rc = 0
+        cdef pe_status status
         if counts.shape[0] != self.plan.n_slots or counts.shape[1] != self.num_states:
             raise UsageError("counts has the wrong shape")
         if slot_offsets.shape[0] < self.plan.n_slots:
@@ -378,10 +387,9 @@ cdef class StateCollector:
         if self.plan.n_slots == 0 or out.shape[0] == 0:
             return
         with nogil:
-            rc = pe_plan_fill(NULL, &self.plan, self.set, &self.spec.spec, &counts[0, 0],
-                              &slot_offsets[0], &out[0])
-        if rc != 0:
-            raise MemoryError()
+            status = pe_plan_fill(NULL, &self.plan, self.set, &self.spec.spec, &counts[0, 0],
+                                  &slot_offsets[0], &out[0])
+        check_status(status)
 
     def collect_live(self, LiveGames live, int group, Py_ssize_t first):
         """Write the states of a group's live games into slots [first, first + n)."""
@@ -394,7 +402,7 @@ cdef class StateCollector:
         with nogil:
             status = pe_collect(self.pool, pe_live_get_state, <void *>source, <int32_t>source.n_games,
                                 first, self.set, &self.spec.spec, &bad_index, &err)
-        raise_status(status, &err, bad_index)
+        check_status(status, &err, bad_index)
 
     def step_live(self, LiveGames live, int group, const int32_t[::1] actions, Py_ssize_t first,
                   StateCollector terminal, int flags, uint8_t[::1] truncated,
@@ -425,7 +433,7 @@ cdef class StateCollector:
             status = pe_live_step(self.pool, source, &actions[0], <int32_t>n, first, self.set,
                                   terminal_set, &self.spec.spec, flags, &outputs, &bad_index,
                                   &err)
-        raise_status(status, &err, bad_index)
+        check_status(status, &err, bad_index)
 
     def collected(self):
         """Per state: does its slot hold a validated state (the last collect or step of it)?"""
@@ -478,17 +486,17 @@ def pad_rows(const float[:, ::1] rows, const int64_t[::1] counts, float[:, :, ::
     cdef float *out_ptr = &out[0, 0, 0] if out.shape[0] * out.shape[1] * out.shape[2] else NULL
     cdef uint8_t *mask_ptr = &mask[0, 0] if mask.shape[0] * mask.shape[1] else NULL
     cdef const float *player_ptr = &player[0, 0] if player is not None and n else NULL
-    cdef int rc
+    cdef pe_status status
     if n == 0:
         return
     cdef float no_rows[1]
     if rows_ptr == NULL:
         rows_ptr = no_rows
     with nogil:
-        rc = pe_pad_rows(rows_ptr, &counts[0], n, <int32_t>rows.shape[1], <int32_t>out.shape[1],
-                         cx, cy, player_ptr, out_ptr, mask_ptr, &dropped[0])
-    if rc != 0:
-        raise UsageError("invalid padding arguments (columns out of range) or out of memory")
+        status = pe_pad_rows(rows_ptr, &counts[0], n, <int32_t>rows.shape[1],
+                             <int32_t>out.shape[1], cx, cy, player_ptr, out_ptr, mask_ptr,
+                             &dropped[0])
+    check_status(status)
 
 
 
@@ -504,8 +512,7 @@ cdef int _tile_spec(tm_spec *spec, tuple table) except -1:
     lut, spec.n_classes, spec.oob_class, spec.base_class, spec.top_class = table
     spec.lut = <const int8_t *><const char *>lut
     spec.lut_size = <int32_t>len(lut)
-    if tm_check_spec(spec) != TM_OK:
-        raise UsageError("invalid tile class spec")
+    check_status(tm_check_spec(spec))
     return 0
 
 
@@ -578,14 +585,10 @@ cdef class ObservationBuilder:
             self.spec.support.tiles[k] = tile
         self.spec.support.flag = flag
         self.spec.support.at_rest = at_rest
-        cdef pe_status status
+        cdef pe_status status = PE_ERR_SPEC
         self.builder = pe_obs_create(&self.spec, &game.spec, num_states, &status)
         if self.builder == NULL:
-            if status == PE_OK:
-                status = PE_ERR_SPEC
-            if status == PE_ERR_MEMORY:
-                raise MemoryError("could not allocate the observation builder")
-            raise UsageError("invalid observation spec (plan, types, caps, globals or tiles)")
+            check_status(PE_ERR_SPEC if status == PE_OK else status)
 
     def __dealloc__(self):
         pe_obs_destroy(self.builder)
@@ -657,7 +660,7 @@ cdef class ObservationBuilder:
         with nogil:
             status = pe_obs_from_states(collector.pool, self.builder, collector.set, index_ptr,
                                         count, &out, &bad_index, &err)
-        raise_status(status, &err, bad_index)
+        check_status(status, &err, bad_index)
 
     def from_live(self, StateCollector collector, LiveGames live, tuple outs):
         """Every live game as it is now (procgen's threads must be idle)."""
@@ -672,7 +675,7 @@ cdef class ObservationBuilder:
         cdef pe_status status
         with nogil:
             status = pe_obs_from_live(collector.pool, self.builder, source, &out, &bad_index, &err)
-        raise_status(status, &err, bad_index)
+        check_status(status, &err, bad_index)
 
     def step_live(self, StateCollector collector, LiveGames live, const int32_t[::1] actions,
                   StateCollector terminal, int flags, uint8_t[::1] truncated,
@@ -699,4 +702,4 @@ cdef class ObservationBuilder:
             status = pe_obs_step_live(collector.pool, self.builder, source, &actions[0],
                                       terminal_set, &collector.spec.spec, flags, &outputs, &out,
                                       &bad_index, &err)
-        raise_status(status, &err, bad_index)
+        check_status(status, &err, bad_index)

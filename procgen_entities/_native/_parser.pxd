@@ -1,4 +1,4 @@
-from procgen_entities.state_parser cimport pe_error, pe_game_spec, pe_invariant, pe_status
+from procgen_entities._native.state_parser cimport pe_game_spec, pe_invariant
 
 
 cdef class GameSpec:
@@ -12,6 +12,3 @@ cdef class GameSpec:
     cdef readonly str game
     cdef readonly int n_trailer_scalars
     cdef readonly int n_trailer_vectors
-
-
-cdef int raise_status(pe_status status, const pe_error *err, Py_ssize_t index) except -1

@@ -1,0 +1,6 @@
+from typing import Optional
+
+STATUS_END: int
+
+def status_name(status: int) -> Optional[str]: ...
+def status_text(status: int) -> str: ...
