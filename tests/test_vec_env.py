@@ -83,8 +83,8 @@ def test_contract_and_values_against_procgen(game: str, mode: str, engine: str) 
             obs = env.act(actions(rng, len(env)), space)
             check_contract(env, obs, space)
             if engine != "headless":  # procgen stepped: its own reward and flags (gym3 observe)
-                rew = np.concatenate([e.observe()[0] for e in env._envs])
-                first = np.concatenate([e.observe()[2] for e in env._envs])
+                rew = np.concatenate([e.observe()[0] for e in env.procgen_envs])
+                first = np.concatenate([e.observe()[2] for e in env.procgen_envs])
                 np.testing.assert_array_equal(obs.reward, rew)
                 np.testing.assert_array_equal(obs.done, first)
             dones += int(obs.done.sum())
@@ -285,9 +285,9 @@ def test_env_factory_seeds_and_overrides() -> None:
     train_env = make(SimpleNamespace(kwargs='{"relative_positions": true}'), 3, 4, 0)
     eval_env = make(SimpleNamespace(kwargs='{"seed": 40}'), 2, 1, 0)
     try:
-        assert len(train_env) == 3 and train_env._seed == 5
+        assert len(train_env) == 3 and train_env.seed == 5
         assert "rel_x" in train_env.obs_space().entities["Fish"].features
-        assert eval_env._seed == 40 + 1000  # the second env made gets other levels
+        assert eval_env.seed == 40 + 1000  # the second env made gets other levels
         train_env.reset(train_env.obs_space())
         assert parse_states(train_env.get_states()).scalars["distribution_mode"].tolist() == [0] * 3
     finally:
@@ -311,7 +311,7 @@ def test_gather_with_stale_counts_stays_in_bounds() -> None:
         space = env.obs_space()
         env.reset(space)
         plan = env._plan_for(space)
-        collector = env._collector
+        collector = env.collector
         stale = np.zeros((len(plan.entity_types), 4), dtype=np.int64)  # fewer rows than exist
         for _ in range(30):
             env.act(actions(rng, 4), space)
