@@ -146,17 +146,73 @@ def profile_sample(env_runner: Any, steps: int) -> Dict[str, float]:
     return out
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--game", default="coinrun")
     parser.add_argument("--envs", type=int, default=64, help="envs per EnvRunner")
     parser.add_argument("--rollout", type=int, default=64, help="steps of each env per block")
     parser.add_argument("--repeats", type=int, default=7, help="blocks per form")
     parser.add_argument("--no-profile", action="store_true")
-    args = parser.parse_args()
-    import ray
+    return parser.parse_args()
 
+
+def build_runners(args: argparse.Namespace, algos: Dict[str, Any]) -> Dict[str, Callable[[], int]]:
+    """The timed forms: the env alone, and every RLlib form (its algorithm added to ``algos``,
+    which the caller stops)."""
     from procgen_entities.rllib import build_config
+
+    runners: Dict[str, Callable[[], int]] = {}
+    for threads in (1, 2):
+        runners[f"alone, {threads} thread(s)"] = alone_runner(
+            args.game, args.envs, threads, args.rollout
+        )
+    for vectorize, k in SAMPLING_FORMS:
+        config = build_config(
+            args.game, env_runners=k, envs_per_runner=args.envs, vectorize=vectorize,
+            rollout_length=args.rollout, seed=0, record_episodes=False,
+        )  # fmt: skip
+        algos[form_name(vectorize, k)] = algo = config.build_algo()
+        runners[form_name(vectorize, k)] = rllib_runner(algo, k * args.envs * args.rollout)
+        if vectorize == "vector_entry_point":
+            runners[f"{form_name(vectorize, k)}, in runners"] = runner_side(algo, args.rollout)
+    return runners
+
+
+def print_rates(rates: Dict[str, float]) -> None:
+    print(f"\n  {'':28s} {'env steps/s':>12s}")
+    for name, rate in rates.items():
+        print(f"  {name:28s} {rate:12,.0f}")
+    alone1, alone2 = rates["alone, 1 thread(s)"], rates["alone, 2 thread(s)"]
+    print("\n  ratios")
+    for k in (1, 2):
+        vep = rates[form_name("vector_entry_point", k)]
+        sync = rates[form_name("sync", k)]
+        print(f"    vector_entry_point / sync, {k} runner(s):        {vep / sync:5.2f}x")
+        print(f"    vector_entry_point x {k} / alone (1 thread):     {vep / alone1:5.2f}x")
+        print(f"    vector_entry_point x {k} / alone (2 threads):    {vep / alone2:5.2f}x")
+    two, one = (
+        rates[form_name("vector_entry_point", 2)],
+        rates[form_name("vector_entry_point", 1)],
+    )
+    print(f"    vector_entry_point 2 runners / 1 runner:      {two / one:5.2f}x")
+
+
+def profile_runners(algos: Dict[str, Any], steps: int, envs: int) -> None:
+    """Where one runner's sample() time goes, for each vectorize mode with one runner."""
+    for vectorize in ("vector_entry_point", "sync"):
+        algo = algos[form_name(vectorize, 1)]
+
+        def profile(runner: Any, steps: int = steps) -> Dict[str, float]:
+            return profile_sample(runner, steps)
+
+        found = algo.env_runner_group.foreach_env_runner(profile, local_env_runner=False)
+        timers = algo.env_runner_group.foreach_env_runner(rllib_timers, local_env_runner=False)
+        report(vectorize, found[0], timers[0], envs)
+
+
+def main() -> None:
+    args = parse_args()
+    import ray
 
     temp_dir = tempfile.mkdtemp(prefix="bench-rllib-")
     # Logical CPUs for every runner of every form (they take turns: only one form samples).
@@ -166,54 +222,15 @@ def main() -> None:
     )  # fmt: skip
     algos: Dict[str, Any] = {}
     try:
-        runners: Dict[str, Callable[[], int]] = {}
-        for threads in (1, 2):
-            runners[f"alone, {threads} thread(s)"] = alone_runner(
-                args.game, args.envs, threads, args.rollout
-            )
-        for vectorize, k in SAMPLING_FORMS:
-            config = build_config(
-                args.game, env_runners=k, envs_per_runner=args.envs, vectorize=vectorize,
-                rollout_length=args.rollout, seed=0, record_episodes=False,
-            )  # fmt: skip
-            algos[form_name(vectorize, k)] = algo = config.build_algo()
-            runners[form_name(vectorize, k)] = rllib_runner(algo, k * args.envs * args.rollout)
-            if vectorize == "vector_entry_point":
-                runners[f"{form_name(vectorize, k)}, in runners"] = runner_side(algo, args.rollout)
+        runners = build_runners(args, algos)
         print(
             f"{args.game}, {args.envs} envs per runner, blocks of {args.rollout} steps per env, "
             f"{args.repeats} repeats, {os.cpu_count()} cores"
         )
         rates = interleaved(runners, args.repeats)
-        print(f"\n  {'':28s} {'env steps/s':>12s}")
-        for name, rate in rates.items():
-            print(f"  {name:28s} {rate:12,.0f}")
-        alone1, alone2 = rates["alone, 1 thread(s)"], rates["alone, 2 thread(s)"]
-        print("\n  ratios")
-        for k in (1, 2):
-            vep = rates[form_name("vector_entry_point", k)]
-            sync = rates[form_name("sync", k)]
-            print(f"    vector_entry_point / sync, {k} runner(s):        {vep / sync:5.2f}x")
-            print(f"    vector_entry_point x {k} / alone (1 thread):     {vep / alone1:5.2f}x")
-            print(f"    vector_entry_point x {k} / alone (2 threads):    {vep / alone2:5.2f}x")
-        two, one = (
-            rates[form_name("vector_entry_point", 2)],
-            rates[form_name("vector_entry_point", 1)],
-        )
-        print(f"    vector_entry_point 2 runners / 1 runner:      {two / one:5.2f}x")
+        print_rates(rates)
         if not args.no_profile:
-            for vectorize in ("vector_entry_point", "sync"):
-                algo = algos[form_name(vectorize, 1)]
-                steps = args.rollout
-
-                def profile(runner: Any, steps: int = steps) -> Dict[str, float]:
-                    return profile_sample(runner, steps)
-
-                found = algo.env_runner_group.foreach_env_runner(profile, local_env_runner=False)
-                timers = algo.env_runner_group.foreach_env_runner(
-                    rllib_timers, local_env_runner=False
-                )
-                report(vectorize, found[0], timers[0], args.envs)
+            profile_runners(algos, args.rollout, args.envs)
     finally:
         for algo in algos.values():
             algo.stop()

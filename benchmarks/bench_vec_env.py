@@ -27,7 +27,7 @@ import argparse
 import os
 import statistics
 import time
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 import numpy as np
 
@@ -44,6 +44,9 @@ try:
     HAVE_ENTITY_GYM = True
 except ImportError:  # the procgen-gym stack: the Gymnasium rows only
     HAVE_ENTITY_GYM = False
+
+
+Runners = Dict[str, Callable[[int], None]]
 
 
 def training_obs(game: str) -> Dict[str, Any]:
@@ -83,17 +86,13 @@ def vec_env(game: str, n: int, **kw: Any) -> "ProcgenVecEnv":
     return env
 
 
-def bench_game(game: str, n: int, steps: int, repeats: int, seed_style: bool) -> Dict[str, float]:
-    raw = np.random.default_rng(0).integers(0, NUM_ACTIONS, (32, n)).astype(np.int32)
-    serial_env = make_procgen_env(game, n, rand_seed=0)
-    pixel_env = make_procgen_env(game, n, rand_seed=0)
-    cores = os.cpu_count() or 1
+def make_envs(game: str, n: int) -> Tuple[Dict[str, Any], Dict[str, EntityVectorEnv]]:
+    """The ProcgenVecEnv runners' envs (by engine; none without entity-gym) and the Gymnasium
+    ones, every one reset."""
     vecs: Dict[str, Any] = {}
-    acts: List[Dict[str, Any]] = []
     if HAVE_ENTITY_GYM:
-        acts = action_batches(n)
         vecs = {engine: vec_env(game, n, engine=engine) for engine in ENGINES}
-        if cores > 1:
+        if (os.cpu_count() or 1) > 1:
             vecs["headless 1 thread"] = vec_env(game, n, engine="headless", num_threads=1)
     gym_envs = {"gymnasium": gymnasium_env(game, n)}
     if not HAVE_ENTITY_GYM:  # the procgen-stepped engines through the Gymnasium env instead
@@ -105,7 +104,14 @@ def bench_game(game: str, n: int, steps: int, repeats: int, seed_style: bool) ->
     )
     for env in gym_envs.values():
         env.reset()
-    closers: List[Any] = [serial_env, pixel_env, *vecs.values(), *gym_envs.values()]
+    return vecs, gym_envs
+
+
+def procgen_runners(game: str, n: int, raw: np.ndarray, closers: List[Any]) -> Runners:
+    """pixels (procgen act + observe) and serial (procgen act + get_state in Python)."""
+    serial_env = make_procgen_env(game, n, rand_seed=0)
+    pixel_env = make_procgen_env(game, n, rand_seed=0)
+    closers += [serial_env, pixel_env]
 
     def serial(k: int) -> None:
         for i in range(k):
@@ -117,45 +123,62 @@ def bench_game(game: str, n: int, steps: int, repeats: int, seed_style: bool) ->
             pixel_env.act(raw[i % 32])
             pixel_env.observe()
 
-    def vec_runner(vec: Any) -> Callable[[int], None]:
-        space = vec.obs_space()
+    return {"pixels": pixels, "serial": serial}
 
-        def run(k: int) -> None:
-            for i in range(k):
-                vec.act(acts[i % 32], space)
 
-        return run
+def vec_runner(vec: Any, acts: List[Dict[str, Any]]) -> Callable[[int], None]:
+    space = vec.obs_space()
 
-    def gymnasium_runner(env: EntityVectorEnv) -> Callable[[int], None]:
-        def run(k: int) -> None:
-            for i in range(k):
-                env.step(raw[i % 32])
+    def run(k: int) -> None:
+        for i in range(k):
+            vec.act(acts[i % 32], space)
 
-        return run
+    return run
 
-    runners: Dict[str, Callable[[int], None]] = {"pixels": pixels, "serial": serial}
-    runners.update({name: vec_runner(vec) for name, vec in vecs.items()})
-    runners.update({name: gymnasium_runner(env) for name, env in gym_envs.items()})
-    block = {name: steps for name in runners}
-    for fast in ("headless", "headless 1 thread", "gymnasium", "gymnasium training"):
-        block[fast] = steps * 4  # fast: longer blocks
-    if seed_style:
-        from entity_gym.env import EnvList
 
-        from procgen_entities.entity_gym.baselines import SeedStyleEnv
+def gymnasium_runner(env: EntityVectorEnv, raw: np.ndarray) -> Callable[[int], None]:
+    def run(k: int) -> None:
+        for i in range(k):
+            env.step(raw[i % 32])
 
-        seed_env = EnvList(lambda: SeedStyleEnv(game, 0), n)
-        seed_space = seed_env.obs_space()
-        seed_env.reset(seed_space)
-        closers.append(seed_env)
+    return run
 
-        def seed_run(k: int) -> None:
-            for i in range(k):
-                seed_env.act(acts[i % 32], seed_space)
 
-        runners["seed-style"] = seed_run
-        block["seed-style"] = max(5, steps // 8)
+def seed_style_runner(game: str, n: int, closers: List[Any]) -> Callable[[int], None]:
+    """One procgen env per env, Python parse, entity-gym EnvList (slow)."""
+    from entity_gym.env import EnvList
+
+    from procgen_entities.entity_gym.baselines import SeedStyleEnv
+
+    acts = action_batches(n)
+    seed_env = EnvList(lambda: SeedStyleEnv(game, 0), n)
+    seed_space = seed_env.obs_space()
+    seed_env.reset(seed_space)
+    closers.append(seed_env)
+
+    def seed_run(k: int) -> None:
+        for i in range(k):
+            seed_env.act(acts[i % 32], seed_space)
+
+    return seed_run
+
+
+def bench_game(game: str, n: int, steps: int, repeats: int, seed_style: bool) -> Dict[str, float]:
+    raw = np.random.default_rng(0).integers(0, NUM_ACTIONS, (32, n)).astype(np.int32)
+    closers: List[Any] = []
     try:
+        runners = procgen_runners(game, n, raw, closers)
+        vecs, gym_envs = make_envs(game, n)
+        closers += [*vecs.values(), *gym_envs.values()]
+        acts = action_batches(n) if HAVE_ENTITY_GYM else []
+        runners.update({name: vec_runner(vec, acts) for name, vec in vecs.items()})
+        runners.update({name: gymnasium_runner(env, raw) for name, env in gym_envs.items()})
+        block = {name: steps for name in runners}
+        for fast in ("headless", "headless 1 thread", "gymnasium", "gymnasium training"):
+            block[fast] = steps * 4  # fast: longer blocks
+        if seed_style:
+            runners["seed-style"] = seed_style_runner(game, n, closers)
+            block["seed-style"] = max(5, steps // 8)
         return interleaved_rates(runners, block, n, repeats)
     finally:
         for env in closers:
@@ -176,7 +199,9 @@ def gymnasium_env(game: str, n: int, engine: str = "auto") -> EntityVectorEnv:
 
 
 def breakdown(game: str, n: int, steps: int) -> Dict[str, float]:
-    """µs per env step in each phase of a headless ProcgenVecEnv.act."""
+    """µs per env step in each phase of a headless ProcgenVecEnv.act: the stepper's step (the
+    action check, the C step writing every state, the parse of the scalars) and the
+    observation built from those states."""
     vec = vec_env(game, n, engine="headless")
     space = vec.obs_space()
     acts = action_batches(n)
@@ -184,7 +209,7 @@ def breakdown(game: str, n: int, steps: int) -> Dict[str, float]:
     for i in range(steps):
         chosen = acts[i % 32]["move"].as_array().reshape(-1).astype(np.int32)
         t0 = time.perf_counter()
-        vec._step(chosen)
+        vec.step(chosen)
         t1 = time.perf_counter()
         vec._observe(space)
         t2 = time.perf_counter()

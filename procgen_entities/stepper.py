@@ -29,7 +29,7 @@ import random
 import threading
 import warnings
 import weakref
-from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar, Union, cast
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -106,6 +106,18 @@ def check_actions(actions: npt.ArrayLike, num_envs: int) -> npt.NDArray[np.int32
     return chosen.reshape(num_envs).astype(np.int32, copy=False)
 
 
+def _check_groups(num_groups: Any, num_envs: int) -> int:
+    """The number of procgen vec envs (default: 2 from 8 envs on), or a UsageError. Groups let
+    one group's procgen stepping overlap the next one's get_state. They also seed procgen (one
+    rand_seed per group), so every engine keeps the same default."""
+    groups = num_groups or (2 if num_envs >= 8 else 1)
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
+        raise UsageError(f"num_groups must be an int, got {groups!r}")
+    if not 1 <= groups <= num_envs:
+        raise UsageError(f"num_groups must be in [1, num_envs], got {groups}")
+    return int(groups)
+
+
 class ProcgenStepper:
     """``num_envs`` procgen envs of one game, stepped through an engine, their states parsed in
     place into ``step_values()`` arrays (see ProcgenVecEnv for the options)."""
@@ -135,31 +147,15 @@ class ProcgenStepper:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         self.num_envs = n = check_num_envs(num_envs)
         self.num_threads = int(num_threads or usable_cpus())
-        # Groups let one group's procgen stepping overlap the next one's get_state. They also
-        # seed procgen (one rand_seed per group), so every engine keeps the same default.
-        groups = num_groups or (2 if n >= 8 else 1)
-        if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
-            raise UsageError(f"num_groups must be an int, got {groups!r}")
-        if not 1 <= groups <= n:
-            raise UsageError(f"num_groups must be in [1, num_envs], got {groups}")
-        # every seed is folded into procgen's range; each group gets its own level stream
-        group_seeds(0, 1, group_seeding)  # refuse an unknown seeding before procgen starts
-        self._group_seeding = group_seeding
-        self._seed = random.SystemRandom().randrange(2**31 - 1) if seed is None else seed
-        self._group_seeds = group_seeds(self._seed, int(groups), group_seeding)
+        self._split_groups(_check_groups(num_groups, n), seed, group_seeding)
         options = dict(
-            distribution_mode=distribution_mode,
-            start_level=start_level,
-            num_levels=num_levels,
+            distribution_mode=distribution_mode, start_level=start_level, num_levels=num_levels,
             **procgen_options,
-        )
+        )  # fmt: skip
         if procgen_threads is not None:
             options["num_threads"] = procgen_threads
         # checked (and exploration translated) before procgen sees them: procgen exits on some
         self._procgen_kwargs = procgen_options_of(self.game.name, options)
-        bounds = np.linspace(0, n, int(groups) + 1).round().astype(int)
-        self._group_sizes = [int(b - a) for a, b in zip(bounds[:-1], bounds[1:])]
-        self._group_starts = [int(a) for a in bounds[:-1]]
         self._spec = game_spec(self.game.name)
         self._collector = _collector.StateCollector(self._spec, n, self.num_threads)
         self._terminal: Optional[_collector.StateCollector] = None
@@ -181,6 +177,26 @@ class ProcgenStepper:
                 raise
         if self.engine == "headless":
             self._terminal = _collector.StateCollector(self._spec, n, 1)
+        self._make_value_arrays()
+        self._fresh = True  # every env is at the first state of a level, nothing stepped yet
+        # after step_observe the state set (and the step_values arrays) lag the live games
+        self._stale = False
+        _OPEN.add(self)
+
+    def _split_groups(self, groups: int, seed: Optional[int], group_seeding: str) -> None:
+        """The envs split over ``groups`` procgen vec envs, each seeded with its own level
+        stream (every seed folded into procgen's range)."""
+        group_seeds(0, 1, group_seeding)  # refuse an unknown seeding before procgen starts
+        self._group_seeding = group_seeding
+        self._seed = random.SystemRandom().randrange(2**31 - 1) if seed is None else seed
+        self._group_seeds = group_seeds(self._seed, groups, group_seeding)
+        bounds = np.linspace(0, self.num_envs, groups + 1).round().astype(int)
+        self._group_sizes = [int(b - a) for a, b in zip(bounds[:-1], bounds[1:])]
+        self._group_starts = [int(a) for a in bounds[:-1]]
+
+    def _make_value_arrays(self) -> None:
+        """The arrays refresh() parses the current states into, and step_values()' views."""
+        n = self.num_envs
         self._scalars = np.zeros((n, len(SCALAR_NAMES)), dtype=np.float64)
         self._trailer = np.zeros((n, len(self.game.trailer_scalars)), dtype=np.float64)
         n_vectors = len(self.game.trailer_vectors)
@@ -188,21 +204,13 @@ class ProcgenStepper:
         self._head_lengths = np.zeros((n, n_vectors), dtype=np.int64)
         # platformers: what the player stands on (the on_ground feature)
         self._footing = np.zeros((n, 3)) if self.game.support is not None else None
-        self._reward, self._done, self._level_complete = (
-            SCALAR_NAMES.index(name) for name in ("reward", "done", "level_complete")
-        )
-        self._cur_time, self._timeout = (SCALAR_NAMES.index(n) for n in ("cur_time", "timeout"))
-        self._center_x, self._center_y, self._view_dim = (
-            SCALAR_NAMES.index(name) for name in ("center_x", "center_y", "view_dim")
+        self._done, self._level_complete, self._cur_time, self._timeout = (
+            SCALAR_NAMES.index(name) for name in ("done", "level_complete", "cur_time", "timeout")
         )
         self._values = self._step_values_of(
             self._scalars, self._trailer, self._heads, self._truncated.view(np.bool_),
             self._footing,
         )  # fmt: skip
-        self._fresh = True  # every env is at the first state of a level, nothing stepped yet
-        # after step_observe the state set (and the step_values arrays) lag the live games
-        self._stale = False
-        _OPEN.add(self)
 
     def defer_resets(self) -> None:
         """From now on an ended env shows its terminal state and resets on its next step (as
@@ -287,7 +295,7 @@ class ProcgenStepper:
     def restart(self, seed: Optional[int] = None) -> None:
         """New procgen envs unless nothing was stepped yet (with ``seed``: always, seeded with
         it; else the same seeds as before); then read them."""
-        self._check_open()
+        self.check_open()
         if seed is not None:  # checked and folded before any env is touched
             self._group_seeds = group_seeds(seed, len(self._group_sizes), self._group_seeding)
             self._seed = seed
@@ -310,7 +318,7 @@ class ProcgenStepper:
     def step(self, chosen: npt.ArrayLike) -> None:
         """One step of every env with ``chosen[i]`` (procgen's 15 actions, checked: see
         check_actions), then refresh."""
-        self._check_open()
+        self.check_open()
         actions = check_actions(chosen, self.num_envs)
         self._fresh = False
         self._sync()
@@ -327,7 +335,7 @@ class ProcgenStepper:
     def reset_envs(self, mask: npt.NDArray[np.bool_]) -> None:
         """Start the next episode (procgen's own reset: its next level) of the envs in ``mask``
         now, whether or not theirs ended; the other envs are not stepped (headless engine)."""
-        self._check_open()
+        self.check_open()
         if self.engine != "headless":
             raise ValueError(f"resetting some envs needs the headless engine (this env runs "
                              f"{self.engine}, where procgen resets its envs itself)")  # fmt: skip
@@ -374,7 +382,7 @@ class ProcgenStepper:
         outputs) in one native call with the headless engine: the games are read directly, no
         state is written (until something asks for the states: ``collector``, ``step_values``,
         ``get_states``). The other engines step, then build from the collected states."""
-        self._check_open()
+        self.check_open()
         actions = check_actions(chosen, self.num_envs)
         if self.engine != "headless":
             self.step(actions)
@@ -390,7 +398,7 @@ class ProcgenStepper:
     @locked
     def observe(self, builder: Any, outs: Tuple[Any, ...]) -> None:
         """The observation of the current states into ``outs`` (no step)."""
-        self._check_open()
+        self.check_open()
         if self.engine == "headless":
             builder.from_live(self._collector, self._live, outs)
         else:
@@ -402,7 +410,7 @@ class ProcgenStepper:
     ) -> None:
         """The observations of the terminal states of envs ``indices`` (their episodes ended at
         the last step; headless engine) into ``outs``, row k for env indices[k]."""
-        self._check_open()
+        self.check_open()
         if self._terminal is None:
             raise RuntimeError(f"terminal states need the headless engine (this env runs "
                                f"{self.engine})")  # fmt: skip
@@ -426,6 +434,31 @@ class ProcgenStepper:
         return self._pending_reset != 0
 
     @property
+    def seed(self) -> int:
+        """The seed procgen's level sampling was last seeded with (drawn at random when the
+        env was made with ``seed=None``; see procgen_envs.group_seeds for the groups')."""
+        return int(self._seed)
+
+    @property
+    def fresh(self) -> bool:
+        """True until the first restart or step: the envs are as they were made, at their
+        first levels' first states."""
+        return self._fresh
+
+    @property
+    def procgen_options(self) -> Dict[str, Any]:
+        """The options every procgen env of this stepper is made with (checked and translated
+        by procgen_envs.procgen_options; a copy)."""
+        return dict(self._procgen_kwargs)
+
+    @property
+    def procgen_envs(self) -> Tuple[Any, ...]:
+        """procgen's own vec envs (backends.ProcgenEnvs), one per group in env order, to check
+        against procgen: acting on them or setting their states behind the stepper leaves it
+        reading stale games until ``read()``."""
+        return tuple(self._envs)
+
+    @property
     def call_lock(self) -> Any:
         """The lock every call of this stepper takes (an adapter's calls take it too)."""
         return self._call_lock
@@ -433,7 +466,7 @@ class ProcgenStepper:
     @locked
     def read(self) -> None:
         """Read every env's current state again (through the engine) and refresh."""
-        self._check_open()
+        self.check_open()
         self._read()
         self.refresh()
         self._stale = False
@@ -455,7 +488,7 @@ class ProcgenStepper:
     @locked
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
         """Every env's 64x64 RGB frame (headless: rendered now by the game's own observe())."""
-        self._check_open()
+        self.check_open()
         if self.engine == "headless":
             self._live.observe(-1)
         frames = [env.observe()[1]["rgb"] for env in self._envs]
@@ -489,7 +522,7 @@ class ProcgenStepper:
     def get_states(self) -> List[bytes]:
         """The raw procgen get_state bytes of the current step, one per env (every engine:
         procgen's own serializer is called for them)."""
-        self._check_open()
+        self.check_open()
         if self._live is not None:
             self._collect()
         return [self._collector.state_bytes(i) for i in range(self.num_envs)]
@@ -501,7 +534,7 @@ class ProcgenStepper:
         measured value ranges, and a forked trial of procgen's set_state, steps and render),
         since procgen's set_state aborts or segfaults on bad input; a refused call raises
         StateDecodeError and changes nothing."""
-        self._check_open()
+        self.check_open()
         current = parse_states(self.get_states(), game=self.game.name)
         blobs = [bytes(s) for s in states]
         check_restorable(blobs, self.game.name, current, self._procgen_kwargs)
@@ -527,7 +560,7 @@ class ProcgenStepper:
         never exposes these (its observation after an episode ends is already the next level);
         the other engines raise RuntimeError rather than guess.
         """
-        self._check_open()
+        self.check_open()
         if self._terminal is None:
             raise RuntimeError(
                 f"final states need the headless engine (this env runs {self.engine})"
@@ -570,7 +603,9 @@ class ProcgenStepper:
             vector_heads={name: heads[:, v] for v, name in enumerate(self.game.trailer_vectors)},
         )
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """RuntimeError if this env is closed or was left behind by os.fork() (every call
+        checks; an adapter checks before it touches its own state)."""
         if self._closed:
             raise RuntimeError("ProcgenVecEnv is closed")
         if self._forked:

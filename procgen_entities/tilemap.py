@@ -497,6 +497,68 @@ def _cells(
     return cells
 
 
+def _check_inverse_args(
+    tables: _Tables, mode: str, shape: Tuple[int, int], window: Optional[WindowLike]
+) -> Tuple[int, int, Optional[Window]]:
+    """(H, W) and the crop of an entities_to_tilemap call, or a UsageError: a lossless mode, a
+    shape of two non-negative ints, the window's crop shape if there is one."""
+    _check_mode(tables, mode)
+    if mode not in LOSSLESS_MODES:
+        raise UsageError(
+            f"mode {mode!r} is lossy; only {', '.join(LOSSLESS_MODES)} can be inverted"
+        )
+    if (
+        not isinstance(shape, (tuple, list)) or len(shape) != 2
+        or not all(isinstance(s, (int, np.integer)) and s >= 0 for s in shape)
+    ):  # fmt: skip
+        raise UsageError(f"shape must be (height, width) with non-negative ints, got {shape!r}")
+    h, w = int(shape[0]), int(shape[1])
+    crop = _crop_of(window)
+    if crop is not None and (crop.height, crop.width) != (h, w):
+        raise UsageError(
+            f"shape {shape} differs from the window's crop ({crop.height}, {crop.width})"
+        )
+    return h, w, crop
+
+
+def _paint_columns(
+    out: npt.NDArray[np.int32], rows: npt.NDArray[Any], tables: _Tables, x0: int, y0: int
+) -> None:
+    """Column entities back into ``out``: the game's terrain stack, its top lava_depth cells
+    of the top class."""
+    h, w = out.shape
+    reps = tables.representatives
+    base, top = COLUMN_TERRAIN[tables.game.name]
+    cols = _cells(rows[:, 0], x0, w, "Column x", 0.5)
+    tops = _cells(rows[:, 1], y0, h + 1, "Column height", 0.0)
+    lava = np.rint(rows[:, 3]).astype(np.int64)
+    if (lava < 0).any() or (lava > tops).any():
+        raise UsageError("Column lava_depth outside [0, stack height]")
+    base_rep = reps[tables.classes.index(base)]
+    top_rep = reps[tables.classes.index(top)] if top is not None else SPACE_TILE
+    for c, t, d in zip(cols, tops, lava):
+        out[: t - d, c] = base_rep
+        out[t - d : t, c] = top_rep
+
+
+def _paint_class(
+    out: npt.NDArray[np.int32], rows: npt.NDArray[Any], name: str, rep: int, mode: str,
+    x0: int, y0: int,
+) -> None:  # fmt: skip
+    """One tile class's entities (tiles, or horizontal runs) back into ``out``."""
+    h, w = out.shape
+    ys = _cells(rows[:, 1], y0, h, f"{name} y", 0.5)
+    if mode == "tiles":
+        out[ys, _cells(rows[:, 0], x0, w, f"{name} x", 0.5)] = rep
+        return
+    widths = np.rint(rows[:, 2]).astype(np.int64)
+    starts = _cells(rows[:, 0] - rows[:, 2] / 2, x0, w, f"{name} run start", 0.0)
+    if (widths < 1).any() or (starts + widths > w).any():
+        raise UsageError(f"{name}: runs extend outside the requested shape")
+    for y, s, n in zip(ys, starts, widths):
+        out[y, s : s + n] = rep
+
+
 def entities_to_tilemap(
     entities: Mapping[str, npt.NDArray[Any]],
     game: str,
@@ -511,28 +573,12 @@ def entities_to_tilemap(
     (``class_tilemap``'s form). With ``window`` (the one used to make the entities) the result is
     the crop: cell (r, c) is world cell (y0 + r, x0 + c) and ``shape`` must be the crop's shape."""
     tables = _tables(game)
-    _check_mode(tables, mode)
-    if mode not in LOSSLESS_MODES:
-        raise UsageError(
-            f"mode {mode!r} is lossy; only {', '.join(LOSSLESS_MODES)} can be inverted"
-        )
-    if (
-        not isinstance(shape, (tuple, list)) or len(shape) != 2
-        or not all(isinstance(s, (int, np.integer)) and s >= 0 for s in shape)
-    ):  # fmt: skip
-        raise UsageError(f"shape must be (height, width) with non-negative ints, got {shape!r}")
-    h, w = int(shape[0]), int(shape[1])
-    crop = _crop_of(window)
+    h, w, crop = _check_inverse_args(tables, mode, shape, window)
     x0, y0 = (crop.x0, crop.y0) if crop is not None else (0, 0)
-    if crop is not None and (crop.height, crop.width) != (h, w):
-        raise UsageError(
-            f"shape {shape} differs from the window's crop ({crop.height}, {crop.width})"
-        )
     features = dict(_features(tables.game.name, mode, crop is not None))
     unknown = set(entities) - set(features)
     if unknown:
         raise UsageError(f"unknown entity types for {game} {mode}: {sorted(unknown)}")
-    reps = tables.representatives
     out = np.full((h, w), SPACE_TILE, dtype=np.int32)
     for name, feats in features.items():
         rows = np.asarray(entities.get(name, np.empty((0, len(feats)), np.float32)))
@@ -541,27 +587,8 @@ def entities_to_tilemap(
         if not len(rows):
             continue
         if name == "Column":
-            base, top = COLUMN_TERRAIN[tables.game.name]
-            cols = _cells(rows[:, 0], x0, w, "Column x", 0.5)
-            tops = _cells(rows[:, 1], y0, h + 1, "Column height", 0.0)
-            lava = np.rint(rows[:, 3]).astype(np.int64)
-            if (lava < 0).any() or (lava > tops).any():
-                raise UsageError("Column lava_depth outside [0, stack height]")
-            base_rep = reps[tables.classes.index(base)]
-            top_rep = reps[tables.classes.index(top)] if top is not None else SPACE_TILE
-            for c, t, d in zip(cols, tops, lava):
-                out[: t - d, c] = base_rep
-                out[t - d : t, c] = top_rep
-            continue
-        rep = reps[tables.classes.index(name)]
-        ys = _cells(rows[:, 1], y0, h, f"{name} y", 0.5)
-        if mode == "tiles":
-            out[ys, _cells(rows[:, 0], x0, w, f"{name} x", 0.5)] = rep
-            continue
-        widths = np.rint(rows[:, 2]).astype(np.int64)
-        starts = _cells(rows[:, 0] - rows[:, 2] / 2, x0, w, f"{name} run start", 0.0)
-        if (widths < 1).any() or (starts + widths > w).any():
-            raise UsageError(f"{name}: runs extend outside the requested shape")
-        for y, s, n in zip(ys, starts, widths):
-            out[y, s : s + n] = rep
+            _paint_columns(out, rows, tables, x0, y0)
+        else:
+            rep = tables.representatives[tables.classes.index(name)]
+            _paint_class(out, rows, name, rep, mode, x0, y0)
     return out

@@ -173,9 +173,9 @@ def test_truncation_by_time_limit_is_told_apart(engine: str) -> None:
         state = bytearray(states[0])
         at = _cur_time_offset(states[0])
         state[at : at + 4] = np.int32(timeout - 2).tobytes()
-        env._envs[0].callmethod("set_state", [bytes(state), states[1]])
+        env.procgen_envs[0].callmethod("set_state", [bytes(state), states[1]])
         env.get_states()  # re-read after procgen's set_state
-        env._read()
+        env.read()
         obs = env.act(move(np.array([4, 4])), space)
         assert not obs.done.any() and not env.truncated.any()
         assert env.step_values().scalars["cur_time"][0] == timeout - 1
@@ -344,6 +344,6 @@ def test_deferred_reset_shows_the_terminal_state_then_resets() -> None:
             np.testing.assert_array_equal(shown.entities, final.entities)
             np.testing.assert_array_equal(shown.cur_time, final.cur_time)
             lazy.act(move(np.array([13])), space)  # only resets
-            assert not lazy._pending_reset.any()
+            assert not lazy.pending_reset.any()
             assert lazy.get_states() == eager.get_states()
         assert ends >= 2

@@ -31,7 +31,7 @@ def reference(env: EntityVectorEnv) -> Any:
     stepper.step_values()  # the stepper's own read first, then procgen's bytes over it
     stepper.get_states()  # procgen's serializer, parsed into the state collector
     stepper.refresh()
-    obs, dropped = env._observe_reference(stepper._collector)
+    obs, dropped = env._observe_reference(stepper.collector)
     return obs, dropped
 
 

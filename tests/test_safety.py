@@ -202,17 +202,28 @@ def test_a_refused_seed_leaves_the_env_as_it_was() -> None:
 
 
 def test_a_reset_that_fails_after_closing_procgen_closes_the_env() -> None:
-    """A reset that fails once procgen's old envs are gone (here: an option procgen cannot use)
-    closes the env: its later calls raise instead of returning a frozen frame forever."""
-    code = """
+    """A reset that fails once procgen's old envs are gone (here: the resource_root the env was
+    made with is no longer an asset folder when the reset makes new envs) closes the env: its
+    later calls raise instead of returning a frozen frame forever."""
+    import procgen
+
+    assets = str(Path(procgen.__file__).parent / "data" / "assets")
+    code = f"""
+    import os, tempfile
     import numpy as np
-    from procgen_entities import ProcgenVecEnv
     from procgen_entities.errors import UsageError
     from procgen_entities.gymnasium import EntityVectorEnv
+    from procgen_entities.procgen_envs import ASSET_FOLDERS
     for engine in ("headless", "direct", "get_state"):
-        env = EntityVectorEnv("coinrun", 2, seed=1, engine=engine, autoreset_mode="SameStep")
+        root = tempfile.mkdtemp()
+        links = [os.path.join(root, name) for name in ASSET_FOLDERS]
+        for link in links:
+            os.symlink(os.path.join({assets!r}, os.path.basename(link)), link)
+        env = EntityVectorEnv("coinrun", 2, seed=1, engine=engine, autoreset_mode="SameStep",
+                              resource_root=root)
         env.reset()
-        env._stepper._procgen_kwargs["resource_root"] = "/nonexistent"
+        for link in links:
+            os.unlink(link)
         try:
             env.reset(seed=2)
         except UsageError as exc:
@@ -225,7 +236,7 @@ def test_a_reset_that_fails_after_closing_procgen_closes_the_env() -> None:
             except RuntimeError as exc:
                 assert "closed" in str(exc)
             else:
-                raise SystemExit(f"{engine}: a call on a failed env went through")
+                raise SystemExit(f"{{engine}}: a call on a failed env went through")
         env.close()
         print("closed", engine, flush=True)
     """

@@ -18,6 +18,7 @@ from procgen_entities import GAME_NAMES, GAMES, parse_states
 from procgen_entities.entity_gym.observation import ACTION_LABELS, GLOBAL_ENTITY
 from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
 from procgen_entities.features import batch_in_view
+from procgen_entities.stepper import ProcgenStepper
 
 OBS_SPACES = Path(__file__).parent / "data" / "obs_spaces.json"
 
@@ -83,8 +84,8 @@ def test_contract_and_values_against_procgen(game: str, mode: str, engine: str) 
             obs = env.act(actions(rng, len(env)), space)
             check_contract(env, obs, space)
             if engine != "headless":  # procgen stepped: its own reward and flags (gym3 observe)
-                rew = np.concatenate([e.observe()[0] for e in env._envs])
-                first = np.concatenate([e.observe()[2] for e in env._envs])
+                rew = np.concatenate([e.observe()[0] for e in env.procgen_envs])
+                first = np.concatenate([e.observe()[2] for e in env.procgen_envs])
                 np.testing.assert_array_equal(obs.reward, rew)
                 np.testing.assert_array_equal(obs.done, first)
             dones += int(obs.done.sum())
@@ -285,9 +286,9 @@ def test_env_factory_seeds_and_overrides() -> None:
     train_env = make(SimpleNamespace(kwargs='{"relative_positions": true}'), 3, 4, 0)
     eval_env = make(SimpleNamespace(kwargs='{"seed": 40}'), 2, 1, 0)
     try:
-        assert len(train_env) == 3 and train_env._seed == 5
+        assert len(train_env) == 3 and train_env.seed == 5
         assert "rel_x" in train_env.obs_space().entities["Fish"].features
-        assert eval_env._seed == 40 + 1000  # the second env made gets other levels
+        assert eval_env.seed == 40 + 1000  # the second env made gets other levels
         train_env.reset(train_env.obs_space())
         assert parse_states(train_env.get_states()).scalars["distribution_mode"].tolist() == [0] * 3
     finally:
@@ -311,7 +312,7 @@ def test_gather_with_stale_counts_stays_in_bounds() -> None:
         space = env.obs_space()
         env.reset(space)
         plan = env._plan_for(space)
-        collector = env._collector
+        collector = env.collector
         stale = np.zeros((len(plan.entity_types), 4), dtype=np.int64)  # fewer rows than exist
         for _ in range(30):
             env.act(actions(rng, 4), space)
@@ -348,3 +349,44 @@ def test_the_player_can_take_the_action() -> None:
     player.close(), default.close()
     with pytest.raises(ValueError, match="actor"):
         ProcgenVecEnv("coinrun", 1, actor="saw")
+
+
+#: Every public name of a ProcgenVecEnv when it inherited the stepper: a contract it keeps now
+#: that it composes one.
+PUBLIC_NAMES = [
+    '__enter__', '__exit__', '__len__', 'act', 'action_space', 'actor',
+    'call_lock', 'close', 'collector', 'defer_resets', 'engine', 'entity_window',
+    'final_states', 'game', 'get_states', 'has_global_entity', 'last_level_complete', 'num_envs',
+    'num_threads', 'obs_space', 'observe', 'observe_terminal', 'pending_reset', 'read',
+    'refresh', 'render', 'reset', 'reset_envs', 'restart', 'restore_states',
+    'set_states', 'step', 'step_observe', 'step_values', 'terminal', 'tilemap',
+    'truncated', 'values_of',
+]  # fmt: skip
+
+
+def test_the_public_surface_stays_and_reaches_the_stepper() -> None:
+    """Composition keeps every name users had (by explicit delegation), offers every public
+    member of the stepper, and the delegates answer with the stepper's own objects and values."""
+    with ProcgenVecEnv("coinrun", 2, seed=3, tilemap="columns", engine="headless") as env:
+        assert [name for name in PUBLIC_NAMES if not hasattr(env, name)] == []
+        stepper = env._stepper
+        assert isinstance(stepper, ProcgenStepper) and not isinstance(env, ProcgenStepper)
+        public = [name for name in dir(stepper) if not name.startswith("_")]
+        assert [name for name in public if not hasattr(env, name)] == []
+        assert env.call_lock is stepper.call_lock and env.collector is stepper.collector
+        assert env.game is stepper.game and (env.num_envs, env.engine) == (2, "headless")
+        assert env.fresh and env.seed == 3 and len(env.procgen_envs) == 1
+        options = env.procgen_options
+        options["distribution_mode"] = "easy"  # a copy: the next envs are made as before
+        assert env.procgen_options["distribution_mode"] == "hard"
+        space = env.obs_space()
+        env.reset(space)
+        assert not env.fresh
+        obs = env.act(actions(np.random.default_rng(0), 2), space)
+        values = env.step_values()
+        assert values is stepper.step_values()
+        np.testing.assert_array_equal(obs.reward, values.scalars["reward"].astype(np.float32))
+        np.testing.assert_array_equal(env.truncated, stepper.truncated)
+        assert env.get_states() == stepper.get_states()
+    with pytest.raises(RuntimeError, match="closed"):
+        env.check_open()

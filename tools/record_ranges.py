@@ -73,7 +73,7 @@ def rollout(game: str, mode: str, envs: int, steps: int, ranges: Ranges) -> None
         for _ in range(steps):
             chosen = np.where(rng.random(envs) < 0.5, favourite, rng.integers(0, NUM_ACTIONS, envs))
             env.act({"move": RaggedBufferI64.from_flattened(chosen.reshape(-1, 1), ones)}, space)
-            states = [env._collector.state_bytes(i) for i in range(envs)]
+            states = [env.collector.state_bytes(i) for i in range(envs)]
             batch = parse_states(states, game=game)
             ranges.states += envs
             for name, values in batch.scalars.items():

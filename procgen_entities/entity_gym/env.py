@@ -46,7 +46,7 @@ class ProcgenEnv(Environment):
         return self.reset_filter(self.obs_space())
 
     def reset_filter(self, obs_filter: ObsSpace) -> Observation:
-        if self._at_episode_start and self._vec._fresh is False:
+        if self._at_episode_start and not self._vec.fresh:
             # procgen already started the next level after the last done.
             obs = self._to_observation(self._vec._observe(obs_filter))
             obs.done, obs.reward = False, 0.0

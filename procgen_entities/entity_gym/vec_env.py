@@ -1,7 +1,9 @@
 """ProcgenVecEnv: an entity-gym VecEnv over procgen, stepped and read in C (see stepper.py).
 
-On top of the core stepper, a step gathers the requested entity types and features in C into one
-float32 buffer and Python builds one RaggedBufferF32 per entity type.
+It composes the core stepper (as EntityVectorEnv does): the stepper steps and reads the envs,
+and a step gathers the requested entity types and features in C into one float32 buffer, from
+which Python builds one RaggedBufferF32 per entity type. The stepper's public calls
+(``step_values``, ``final_states``, ``get_states``, ...) are this env's too, by delegation.
 
 Episode boundaries are procgen's: after an episode ends the observation is already the next
 level's first state, while ``reward`` and ``done`` describe the step that ended the episode.
@@ -9,9 +11,10 @@ level's first state, while ``reward`` and ``done`` describe the step that ended 
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+import numpy.typing as npt
 from entity_gym.env import ActionSpace, ObsSpace, VecEnv, VecObs
 from entity_gym.env.vec_env import Metric, VecActionMask, VecCategoricalActionMask
 from ragged_buffer import RaggedBufferF32, RaggedBufferI64
@@ -25,13 +28,16 @@ from procgen_entities.entity_gym.observation import (
     observation_space,
 )
 from procgen_entities.errors import UsageError
+from procgen_entities.features import StepValues
+from procgen_entities.games import Game
+from procgen_entities.parse import StateBatch
 from procgen_entities.stepper import BytesLike, ProcgenStepper, locked
 from procgen_entities.tilemap import CameraConverter, tilemap_features
 
 __all__ = ["ProcgenVecEnv"]
 
 
-class ProcgenVecEnv(ProcgenStepper, VecEnv):
+class ProcgenVecEnv(VecEnv):
     """``num_envs`` procgen envs of one game as an entity-gym VecEnv.
 
     ``distribution_mode``, ``start_level``, ``num_levels`` and ``**procgen_options`` go to
@@ -75,7 +81,7 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
         **options: Any,
     ) -> None:
         action_space(actor)  # refuse an unknown actor before procgen starts
-        super().__init__(game, num_envs, **options)
+        self._stepper = ProcgenStepper(game, num_envs, **options)
         self.tilemap = tilemap
         self.entity_window = entity_window
         self.actor = actor
@@ -88,6 +94,130 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
         self._ones = np.ones(self.num_envs, dtype=np.int64)
         self._plans: Dict[Any, EntityPlan] = {}
         self._plan: Optional[EntityPlan] = None
+
+    @property
+    def _call_lock(self) -> Any:
+        """The stepper's lock (replaced in a forked child), taken by the @locked methods."""
+        return self._stepper.call_lock
+
+    # ---- the stepper's public surface, delegated (stepper.py documents each) ----
+
+    @property
+    def game(self) -> Game:
+        return self._stepper.game
+
+    @property
+    def num_envs(self) -> int:
+        return self._stepper.num_envs
+
+    @property
+    def num_threads(self) -> int:
+        return self._stepper.num_threads
+
+    @property
+    def engine(self) -> str:
+        return self._stepper.engine
+
+    @property
+    def seed(self) -> int:
+        return self._stepper.seed
+
+    @property
+    def fresh(self) -> bool:
+        return self._stepper.fresh
+
+    @property
+    def procgen_options(self) -> Dict[str, Any]:
+        return self._stepper.procgen_options
+
+    @property
+    def procgen_envs(self) -> Tuple[Any, ...]:
+        return self._stepper.procgen_envs
+
+    @property
+    def collector(self) -> Any:
+        return self._stepper.collector
+
+    @property
+    def terminal(self) -> Any:
+        return self._stepper.terminal
+
+    @property
+    def pending_reset(self) -> npt.NDArray[np.bool_]:
+        return self._stepper.pending_reset
+
+    @property
+    def call_lock(self) -> Any:
+        return self._stepper.call_lock
+
+    @property
+    def truncated(self) -> npt.NDArray[np.bool_]:
+        return self._stepper.truncated
+
+    @property
+    def last_level_complete(self) -> npt.NDArray[np.bool_]:
+        return self._stepper.last_level_complete
+
+    def check_open(self) -> None:
+        self._stepper.check_open()
+
+    def defer_resets(self) -> None:
+        self._stepper.defer_resets()
+
+    def restart(self, seed: Optional[int] = None) -> None:
+        self._stepper.restart(seed)
+
+    def step(self, chosen: npt.ArrayLike) -> None:
+        self._stepper.step(chosen)
+
+    def reset_envs(self, mask: npt.NDArray[np.bool_]) -> None:
+        self._stepper.reset_envs(mask)
+
+    def values_of(self, collector: Any) -> StepValues:
+        return self._stepper.values_of(collector)
+
+    def step_observe(self, chosen: npt.ArrayLike, builder: Any, outs: Tuple[Any, ...]) -> None:
+        self._stepper.step_observe(chosen, builder, outs)
+
+    def observe(self, builder: Any, outs: Tuple[Any, ...]) -> None:
+        self._stepper.observe(builder, outs)
+
+    def observe_terminal(
+        self, builder: Any, outs: Tuple[Any, ...], indices: npt.NDArray[np.int64]
+    ) -> None:
+        self._stepper.observe_terminal(builder, outs, indices)
+
+    def read(self) -> None:
+        self._stepper.read()
+
+    def refresh(self) -> None:
+        self._stepper.refresh()
+
+    def step_values(self) -> StepValues:
+        return self._stepper.step_values()
+
+    def get_states(self) -> List[bytes]:
+        return self._stepper.get_states()
+
+    def restore_states(self, states: Sequence[BytesLike]) -> None:
+        self._stepper.restore_states(states)
+
+    def final_states(self) -> Tuple[npt.NDArray[np.int64], StateBatch]:
+        return self._stepper.final_states()
+
+    def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
+        return self._stepper.render(**kwargs)
+
+    def close(self) -> None:
+        stepper = getattr(self, "_stepper", None)  # None if __init__ failed
+        if stepper is not None:
+            stepper.close()
+
+    def __enter__(self) -> "ProcgenVecEnv":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ---- entity-gym VecEnv ----
 
@@ -102,7 +232,7 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
 
     @locked
     def reset(self, obs_config: ObsSpace) -> VecObs:
-        self.restart()
+        self._stepper.restart()
         obs = self._observe(obs_config)
         obs.reward[:] = 0.0
         obs.done[:] = False
@@ -111,26 +241,31 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
 
     @locked
     def act(self, actions: Mapping[str, RaggedBufferI64], obs_filter: ObsSpace) -> VecObs:
-        self._check_open()
+        self._stepper.check_open()
         given = actions[ACTION_NAME]  # a RaggedBufferI64, or an array of one action per env
         chosen = np.asarray(given.as_array() if hasattr(given, "as_array") else given)
         chosen = chosen.reshape(-1)
         if chosen.shape[0] != self.num_envs:
             raise UsageError(f"expected one {ACTION_NAME!r} action per env ({self.num_envs})")
-        self.step(chosen)  # checks the actions' dtype and range
+        self._stepper.step(chosen)  # checks the actions' dtype and range
         return self._observe(obs_filter)
 
     @locked
     def set_states(self, states: Sequence[BytesLike]) -> VecObs:
         """Restore saved get_state blobs (one per env; see ProcgenStepper.restore_states) and
         return their observation (the full observation space)."""
-        self.restore_states(states)
+        self._stepper.restore_states(states)
         return self._observe(self._obs_space)
 
     # ---- building observations ----
 
     def _add_tile_entities(
-        self, features: Dict[str, RaggedBufferF32], obs_filter: ObsSpace, actor: np.ndarray
+        self,
+        features: Dict[str, RaggedBufferF32],
+        obs_filter: ObsSpace,
+        actor: np.ndarray,
+        collector: Any,
+        values: StepValues,
     ) -> None:
         """Add the requested tilemap entity types; their counts are added to ``actor``."""
         if self._tiles is None or self._grid is None:
@@ -140,7 +275,7 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
         ]
         if not wanted:
             return
-        outs, counts = self._tiles.convert_states(self._collector, self._grid, self._values.scalars)
+        outs, counts = self._tiles.convert_states(collector, self._grid, values.scalars)
         for name in wanted:
             full = self._obs_space.entities.get(name)
             if name not in self._tiles.names or full is None:
@@ -171,24 +306,25 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
             plan = EntityPlan(self.game, self._obs_space, obs_filter, window=self.entity_window)
             self._plans[key] = plan
         if plan is not self._plan:
-            self._collector.set_plan(*plan.arrays)
+            self._stepper.collector.set_plan(*plan.arrays)
             self._plan = plan
         return plan
 
     def _observe(self, obs_filter: ObsSpace) -> VecObs:
         plan = self._plan_for(obs_filter)
-        collector = self._collector  # scalars, trailer and heads: filled by refresh()
+        stepper, n = self._stepper, self._stepper.num_envs
+        collector = stepper.collector  # scalars, trailer and heads: filled by refresh()
         if self.tilemap and self._grid is None:
-            self._grid = np.zeros((self.num_envs, *collector.grid_shape()), dtype=np.int32)
-        values = self._values
-        rows, counts = plan.gather(collector, self.num_envs, values)
+            self._grid = np.zeros((n, *collector.grid_shape()), dtype=np.int32)
+        values = stepper.step_values()
+        rows, counts = plan.gather(collector, n, values)
         features: Dict[str, RaggedBufferF32] = {
             name: RaggedBufferF32.from_flattened(rows[s], counts[s])
             for s, name in enumerate(plan.entity_types)
         }
         # The global entity comes after all others; the Player is each env's first entity.
         actor = counts.sum(axis=0)
-        self._add_tile_entities(features, obs_filter, actor)
+        self._add_tile_entities(features, obs_filter, actor, collector, values)
         if self.actor == "player":
             if not plan.entity_types or plan.entity_types[0] != "Player":
                 raise ValueError("actor='player' needs the Player entity in the observation")
@@ -200,10 +336,10 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
                 RaggedBufferI64.from_flattened(actor.reshape(-1, 1), self._ones), None
             )
         }
-        done = self._scalars[:, self._done] != 0
+        done = values.scalars["done"] != 0
         metrics: Dict[str, Metric] = {}
         if done.any():
-            finished = self._scalars[done, self._level_complete]
+            finished = values.scalars["level_complete"][done]
             metrics["level_complete"] = Metric(
                 count=int(done.sum()), sum=float(finished.sum()),
                 min=float(finished.min()), max=float(finished.max()),
@@ -212,7 +348,7 @@ class ProcgenVecEnv(ProcgenStepper, VecEnv):
             features=features,
             visible={},
             action_masks=action_masks,
-            reward=self._scalars[:, self._reward].astype(np.float32),
+            reward=values.scalars["reward"].astype(np.float32),
             done=done,
             metrics=metrics,
         )

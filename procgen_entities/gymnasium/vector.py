@@ -149,21 +149,25 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self._distance_columns = {
             name: _distance_columns(list(e.features)) for name, e in self._space.entities.items()
         }
+        self._set_spaces(mode)
+        self._returns = np.zeros(num_envs, dtype=np.float64)
+        self._lengths = np.zeros(num_envs, dtype=np.int64)
+        self._builder = self._make_builder()
+
+    def _set_spaces(self, mode: AutoresetMode) -> None:
+        """Gymnasium's spaces and this env's metadata (after the layout is known)."""
         self.single_action_space = spaces.Discrete(len(ACTION_LABELS))
-        self.action_space = spaces.MultiDiscrete([len(ACTION_LABELS)] * num_envs)
+        self.action_space = spaces.MultiDiscrete([len(ACTION_LABELS)] * self.num_envs)
         self.single_observation_space = self._single_space()
-        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.metadata = {
             **type(self).metadata,
             "autoreset_mode": mode,
             "feature_names": self._layout.feature_names(),
-            "entity_caps": dict(caps),
+            "entity_caps": dict(self._layout.caps),
             "action_labels": ACTION_LABELS,
             "engine": self.engine,
         }
-        self._returns = np.zeros(num_envs, dtype=np.float64)
-        self._lengths = np.zeros(num_envs, dtype=np.int64)
-        self._builder = self._make_builder()
 
     def _autoreset(self, requested: Union[AutoresetMode, str, None]) -> AutoresetMode:
         """The episode mode: ``requested``, or by default NEXT_STEP where the engine can show

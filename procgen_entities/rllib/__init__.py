@@ -97,51 +97,42 @@ def build_config(
     (``callbacks.EPISODES_KEY``). ``env_config``: more EntityVectorEnv keywords
     (``distribution_mode``, ``num_levels``, ``max_entities``, ...).
     """
+    _check_sizes(vectorize, env_runners, envs_per_runner, rollout_length)
+    batch = max(1, env_runners) * envs_per_runner * rollout_length
+    options = env_options(game, vectorize=vectorize, env_threads=env_threads, **(env_config or {}))
+    runners = _runner_options(
+        env_runners, envs_per_runner, vectorize, rollout_length, env_threads, runner_resources
+    )
+    training = dict(
+        train_batch_size_per_learner=batch, minibatch_size=min(minibatch_size, batch),
+        num_epochs=num_epochs, lr=lr, gamma=gamma, lambda_=lambda_,
+        entropy_coeff=entropy_coeff, clip_param=0.2, grad_clip=0.5,
+    )  # fmt: skip
+    callbacks = _callbacks(torch_threads, seed, record_episodes)
+    return _ppo_config(game, options, runners, training, hiddens, callbacks, restart_failed_runners)
+
+
+def _ppo_config(
+    game: str,
+    options: Dict[str, Any],
+    runners: Dict[str, Any],
+    training: Dict[str, Any],
+    hiddens: Sequence[int],
+    callbacks: Dict[str, Any],
+    restart_failed_runners: bool,
+) -> "PPOConfig":
+    """The PPOConfig of build_config's settings (new API stack, torch, one local learner)."""
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
-    from procgen_entities.rllib.callbacks import record_episode, set_up_runner
-
-    if vectorize not in VECTORIZE_MODES:
-        raise ValueError(
-            f"vectorize must be one of {', '.join(VECTORIZE_MODES)}, got {vectorize!r}"
-        )
-    if env_runners < 0 or envs_per_runner < 1 or rollout_length < 1:
-        raise ValueError("need env_runners >= 0, envs_per_runner >= 1 and rollout_length >= 1")
-    batch = max(1, env_runners) * envs_per_runner * rollout_length
-    options = env_options(game, vectorize=vectorize, env_threads=env_threads, **(env_config or {}))
-    callbacks: Dict[str, Any] = {
-        "on_environment_created": functools.partial(
-            set_up_runner, torch_threads=torch_threads, seed=seed
-        )
-    }
-    if record_episodes:
-        callbacks["on_episode_end"] = record_episode
     return (
         PPOConfig()
         .api_stack(enable_rl_module_and_learner=True, enable_env_runner_and_connector_v2=True)
         .framework("torch")
         .environment(env=env_id(game), env_config=options)
-        .env_runners(
-            num_env_runners=env_runners,
-            num_envs_per_env_runner=envs_per_runner,
-            gym_env_vectorize_mode=vectorize,
-            rollout_fragment_length=rollout_length,
-            num_cpus_per_env_runner=max(1, env_threads),
-            custom_resources_per_env_runner=dict(runner_resources or {}),
-        )
+        .env_runners(**runners)
         .learners(num_learners=0)
-        .training(
-            train_batch_size_per_learner=batch,
-            minibatch_size=min(minibatch_size, batch),
-            num_epochs=num_epochs,
-            lr=lr,
-            gamma=gamma,
-            lambda_=lambda_,
-            entropy_coeff=entropy_coeff,
-            clip_param=0.2,
-            grad_clip=0.5,
-        )
+        .training(**training)
         .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=list(hiddens)))
         .callbacks(**callbacks)
         .fault_tolerance(
@@ -149,3 +140,45 @@ def build_config(
             ignore_env_runner_failures=restart_failed_runners,
         )
     )
+
+
+def _runner_options(
+    env_runners: int, envs_per_runner: int, vectorize: str, rollout_length: int,
+    env_threads: int, runner_resources: Optional[Mapping[str, float]],
+) -> Dict[str, Any]:  # fmt: skip
+    """PPOConfig.env_runners' settings: how many runners, their envs, and what each needs."""
+    return dict(
+        num_env_runners=env_runners,
+        num_envs_per_env_runner=envs_per_runner,
+        gym_env_vectorize_mode=vectorize,
+        rollout_fragment_length=rollout_length,
+        num_cpus_per_env_runner=max(1, env_threads),
+        custom_resources_per_env_runner=dict(runner_resources or {}),
+    )
+
+
+def _check_sizes(vectorize: str, env_runners: int, envs_per_runner: int, rollout: int) -> None:
+    """build_config's refusals, before ray builds anything."""
+    if vectorize not in VECTORIZE_MODES:
+        raise ValueError(
+            f"vectorize must be one of {', '.join(VECTORIZE_MODES)}, got {vectorize!r}"
+        )
+    if env_runners < 0 or envs_per_runner < 1 or rollout < 1:
+        raise ValueError("need env_runners >= 0, envs_per_runner >= 1 and rollout_length >= 1")
+
+
+def _callbacks(
+    torch_threads: Optional[int], seed: Optional[int], record_episodes: bool
+) -> Dict[str, Any]:
+    """The runners' callbacks: each runner's threads and level seeds when its env is made, and
+    (``record_episodes``) one record per finished episode."""
+    from procgen_entities.rllib.callbacks import record_episode, set_up_runner
+
+    callbacks: Dict[str, Any] = {
+        "on_environment_created": functools.partial(
+            set_up_runner, torch_threads=torch_threads, seed=seed
+        )
+    }
+    if record_episodes:
+        callbacks["on_episode_end"] = record_episode
+    return callbacks

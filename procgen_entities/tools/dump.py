@@ -303,6 +303,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="actions for --steps: random (default, seeded by --seed), noop, or a checkpoint "
         "folder (e.g. checkpoints/coinrun)",
     )
+    _add_view_options(p)
+    _add_output_options(p)
+    return p
+
+
+def _add_view_options(p: argparse.ArgumentParser) -> None:
+    """What is drawn and how: the view, the entity table, colour."""
     view = p.add_mutually_exclusive_group()
     view.add_argument(
         "--window",
@@ -326,6 +333,10 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="colour: auto (when stdout is a terminal), always, never",
     )
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
+    """Where the drawing goes: an animation, a video, a saved state (or one read back)."""
     p.add_argument("--watch", action="store_true", help="animate the rollout step by step")
     p.add_argument(
         "--delay",
@@ -344,7 +355,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write the drawn state's get_state blob (gzip'ed if FILE ends in .gz)",
     )
-    return p
 
 
 def _use_color(choice: str) -> bool:

@@ -452,8 +452,8 @@ def _oob_glyph(game: Game, batch: StateBatch, i: int) -> Glyph:
     return TILE_GLYPHS[game.name].get(tile, _OOB_BLANK)
 
 
-def _cells(batch: StateBatch, i: int, view: View) -> List[List[Glyph]]:
-    """cells[r][c]: the glyph at world (view.x0 + c, view.y0 + r)."""
+def _tile_cells(batch: StateBatch, i: int, view: View) -> List[List[Glyph]]:
+    """cells[r][c]: the tile glyph at world (view.x0 + c, view.y0 + r), out of bounds included."""
     game = GAMES[batch.game]
     grid = batch.grid
     assert grid is not None, "render needs a StateBatch parsed with grid=True"
@@ -476,7 +476,15 @@ def _cells(batch: StateBatch, i: int, view: View) -> List[List[Glyph]]:
             else:
                 out_row.append(oob)
         cells.append(out_row)
+    return cells
 
+
+def _entity_glyphs(
+    batch: StateBatch, i: int
+) -> Tuple[List[Tuple[np.ndarray, Glyph]], List[Tuple[int, int, np.ndarray, Glyph]]]:
+    """The entities drawn: those that fill their extent, and the points as (priority, index,
+    row, glyph) so that sorting them draws the higher priorities last."""
+    game = GAMES[batch.game]
     ents = _all_fields(batch, i)
     ctx = _Context(batch, i, ents)
     fill = FILL_TYPES.get(game.name, frozenset())
@@ -490,6 +498,29 @@ def _cells(batch: StateBatch, i: int, view: View) -> List[List[Glyph]]:
             filled.append((row, glyph))
         else:
             points.append((glyph.priority, k, row, glyph))
+    return filled, points
+
+
+def _extent_cells(row: np.ndarray) -> Tuple[range, range] | None:
+    """The cells (xs, ys) a filled entity covers (at least its centre's), None if not finite."""
+    ex, ey, rx, ry = (float(row[_F[f]]) for f in ("x", "y", "rx", "ry"))
+    if not all(map(math.isfinite, (ex, ey, rx, ry))):
+        return None
+    xs = range(math.ceil(ex - rx - 0.5), math.floor(ex + rx - 0.5) + 1)
+    ys = range(math.ceil(ey - ry - 0.5), math.floor(ey + ry - 0.5) + 1)
+    if len(xs) == 0:
+        xs = range(math.floor(ex), math.floor(ex) + 1)
+    if len(ys) == 0:
+        ys = range(math.floor(ey), math.floor(ey) + 1)
+    return xs, ys
+
+
+def _cells(batch: StateBatch, i: int, view: View) -> List[List[Glyph]]:
+    """cells[r][c]: the glyph at world (view.x0 + c, view.y0 + r)."""
+    cells = _tile_cells(batch, i, view)
+    assert batch.grid is not None
+    h, w = batch.grid[i].shape
+    filled, points = _entity_glyphs(batch, i)
 
     def put(x: int, y: int, glyph: Glyph) -> None:
         if 0 <= x < w and 0 <= y < h:
@@ -498,15 +529,10 @@ def _cells(batch: StateBatch, i: int, view: View) -> List[List[Glyph]]:
                 cells[r][c] = glyph
 
     for row, glyph in filled:
-        ex, ey, rx, ry = (float(row[_F[f]]) for f in ("x", "y", "rx", "ry"))
-        if not all(map(math.isfinite, (ex, ey, rx, ry))):
+        extent = _extent_cells(row)
+        if extent is None:
             continue
-        xs = range(math.ceil(ex - rx - 0.5), math.floor(ex + rx - 0.5) + 1)
-        ys = range(math.ceil(ey - ry - 0.5), math.floor(ey + ry - 0.5) + 1)
-        if len(xs) == 0:
-            xs = range(math.floor(ex), math.floor(ex) + 1)
-        if len(ys) == 0:
-            ys = range(math.floor(ey), math.floor(ey) + 1)
+        xs, ys = extent
         for yy in ys:
             for xx in xs:
                 put(xx, yy, glyph)

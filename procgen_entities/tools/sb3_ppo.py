@@ -383,6 +383,15 @@ def _record_trainer(
         checkpoint.normalize = True  # rewards only (the encoder reads symlog inputs)
 
 
+def _run_meta(args: argparse.Namespace, checkpoint: Any, done: int) -> Dict[str, Any]:
+    """The run's description at the head of metrics.jsonl (the game's return range for the
+    normalised figures, the trainer's settings, the env's)."""
+    r_min, r_max = get_game(args.game).return_range or (0.0, 10.0)
+    return {"game": args.game, "env": "sb3", "seed": args.seed, "tilemap": checkpoint.env.tilemap,
+            "r_min": r_min, "r_max": r_max, "resumed_at": done, **checkpoint.trainer,
+            "env_config": checkpoint.env.env_kwargs()}  # fmt: skip
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = _parse_args(argv)
     # The folder to resume is checked first: its errors come before the imports' output.
@@ -402,7 +411,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.smoke:  # two tiny updates past where the run starts
         args.steps, args.envs, args.eval_episodes = done + 2 * 8 * 16, 8, 16
         hyper.update(n_steps=16, batch_size=128)
-    r_min, r_max = get_game(args.game).return_range or (0.0, 10.0)
     if spec is not None:
         _truncate_metrics(out / "metrics.jsonl", done)
     kind, policy_kwargs = _policy_of(args, spec, config.grid)
@@ -410,9 +418,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     flat_grid = not attention and config.grid  # the MLP recipe plus a CNN over the image
     dict_form = attention or flat_grid
     _record_trainer(checkpoint, args, hyper, schedule, policy_kwargs["net_arch"], flat_grid)
-    meta = {"game": args.game, "env": "sb3", "seed": args.seed, "tilemap": config.tilemap,
-            "r_min": r_min, "r_max": r_max, "resumed_at": done, **checkpoint.trainer,
-            "env_config": checkpoint.env.env_kwargs()}  # fmt: skip
+    meta = _run_meta(args, checkpoint, done)
     env: Any = SB3VecEnv(make_env(config, args.envs, args.seed + done, flatten=not dict_form))
     if checkpoint.normalize:
         env = _normalized(env, args.resume, hyper["gamma"], attention, flat_grid)
