@@ -25,7 +25,8 @@ and SB3 are installed).
 levels ``*.txt`` and saved get_state blobs, tools/levels.py; every file not starting with '.',
 all validated before any episode runs) and prints one row per level (how its episode ended,
 return, steps), then the same last line over the levels. Each level is played in the env its
-state fits (its distribution mode and options), with the checkpoint's observation; no baselines.
+state fits (its distribution mode and options; at most ``--batch`` levels per env), with the
+checkpoint's observation; no baselines.
 
 Exit status: 0 on success, 2 for a bad option or checkpoint folder (one line on stderr, checked
 before any episode runs).
@@ -325,16 +326,22 @@ def run_levels(
     *,
     flatten: bool = True,
     progress: Optional[Any] = None,
+    batch: int = DEFAULT_BATCH,
 ) -> Episodes:
     """One episode of ``policy`` from each of ``levels`` (validated), in the checkpoint's
-    observation; levels of the same procgen options share one env, restored with
-    reset(options={"states": ...})."""
+    observation; up to ``batch`` levels of the same procgen options share one env, restored
+    with reset(options={"states": ...}) (the states hold their RNGs: any batch size plays the
+    same episodes)."""
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
     groups: Dict[Tuple[Any, ...], List[int]] = {}
     for i, level in enumerate(levels):
         groups.setdefault(tuple(sorted(env_options(level.state).items())), []).append(i)
     n = len(levels)
     result = Episodes(np.zeros(n, bool), np.zeros(n), np.zeros(n, np.int64), [""] * n)
-    for options, indices in groups.items():
+    batches = [(options, indices[k : k + batch]) for options, indices in groups.items()
+               for k in range(0, len(indices), batch)]  # fmt: skip
+    for options, indices in batches:
         env = make_env(config, len(indices), seed, flatten=flatten, autoreset_mode="NextStep",
                        **dict(options))  # fmt: skip
         obs, _ = env.reset(options={"states": [levels[i].blob for i in indices]})
@@ -479,7 +486,8 @@ def _main_levels(args: argparse.Namespace, config: EnvConfig, policy: Policy, la
     levels = _read_levels(args.levels, config.game)
     flat = not wants_dict_observation(args.checkpoint)
     with tqdm(total=len(levels), unit="episode", disable=None) as bar:
-        result = run_levels(config, policy, levels, args.seed, flatten=flat, progress=bar)
+        result = run_levels(config, policy, levels, args.seed, flatten=flat, progress=bar,
+                            batch=args.batch)  # fmt: skip
     print(f"{config.game}, {label}, {len(levels)} levels from {args.levels}")
     width = max(24, *(len(level.name) for level in levels))
     print(f"{'level':{width}s} {'end':>10s} {'return':>8s} {'steps':>6s}")
