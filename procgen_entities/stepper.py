@@ -118,6 +118,31 @@ def _check_groups(num_groups: Any, num_envs: int) -> int:
     return int(groups)
 
 
+@functools.lru_cache(maxsize=None)
+def _malloc_trim() -> Optional[Callable[[int], int]]:
+    """glibc's ``malloc_trim``, or None under another C library."""
+    import ctypes
+
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return cast(Callable[[int], int], trim)
+
+
+def _return_free_memory() -> None:
+    """Hand the pages a closed env freed back to the system. procgen's games, our collectors
+    and the threads' arenas free megabytes on close that glibc keeps mapped: making and closing
+    an 8-env EntityVectorEnv grew resident memory by 5-16 KiB per env with nothing left in use
+    (mallinfo2 flat; MALLOC_ARENA_MAX=1 no better; tools/memory_cycles.py). The trim takes about
+    0.3 ms of a 24 ms close (an 8-env bigfish env beside an open 64-env one)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
 class ProcgenStepper:
     """``num_envs`` procgen envs of one game, stepped through an engine, their states parsed in
     place into ``step_values()`` arrays (see ProcgenVecEnv for the options)."""
@@ -503,6 +528,7 @@ class ProcgenStepper:
         self._collector.close()
         if self._terminal is not None:
             self._terminal.close()
+        _return_free_memory()
 
     def __enter__(self: _Self) -> _Self:
         return self

@@ -158,7 +158,7 @@ def test_for_training_is_the_recipes_observation() -> None:
         mine = EntityVectorEnv.for_training(game, 2, flatten=True, seed=0)
         assert mine.single_observation_space == recipe.single_observation_space, game
         assert mine.metadata["entity_caps"] == recipe.metadata["entity_caps"], game
-        assert mine._stepper.procgen_options["distribution_mode"] == "easy"
+        assert mine.stepper.procgen_options["distribution_mode"] == "easy"
         assert np.array_equal(mine.reset(seed=0)[0], recipe.reset(seed=0)[0]), game
         mine.close()
         recipe.close()

@@ -260,7 +260,8 @@ def test_dump_refuses_a_text_save_it_cannot_rebuild_before_playing(tmp_path: Pat
 
 
 @pytest.mark.live
-def test_evaluate_levels_reports_each_level(tmp_path: Path) -> None:
+@pytest.mark.parametrize("batch", ["256", "1"])  # one env for the 3 levels, or one env each
+def test_evaluate_levels_reports_each_level(tmp_path: Path, batch: str) -> None:
     folder = tmp_path / "levels"
     folder.mkdir()
     text = DRAWN.read_text()
@@ -270,7 +271,7 @@ def test_evaluate_levels_reports_each_level(tmp_path: Path) -> None:
     (folder / ".hidden").write_text("not a level")
     out = tmp_path / "levels.json"
     proc = _run("procgen_entities.evaluate", str(CHECKPOINT), "--levels", str(folder),
-                "--backend", "numpy", "--json", str(out))  # fmt: skip
+                "--backend", "numpy", "--json", str(out), "--batch", batch)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     rows = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()[2:-1]}
     assert rows == {

@@ -27,7 +27,7 @@ STEPS = 80
 
 def reference(env: EntityVectorEnv) -> Any:
     """The reference observation of the current step, parsed from procgen's get_state bytes."""
-    stepper = env._stepper
+    stepper = env.stepper
     stepper.step_values()  # the stepper's own read first, then procgen's bytes over it
     stepper.get_states()  # procgen's serializer, parsed into the state collector
     stepper.refresh()
@@ -59,7 +59,7 @@ def test_native_observation_is_the_reference(game: str) -> None:
             expected, dropped = reference(env)
             assert_same(obs, expected, f"{game} step {t}")
             np.testing.assert_array_equal(info["dropped_entities"], dropped)
-            values = env._stepper.step_values().scalars
+            values = env.stepper.step_values().scalars
             np.testing.assert_array_equal(info["level_seed"], values["current_level_seed"])
             ended += int((terminated | truncated).sum())
     if game in ("bigfish", "starpilot", "chaser"):  # random play dies within STEPS here
@@ -75,7 +75,7 @@ def test_terminal_observations_same_step(game: str) -> None:
         game, ENVS, seed=5, autoreset_mode=AutoresetMode.SAME_STEP, **options(game)
     ) as env:
         env.reset()
-        stepper = env._stepper
+        stepper = env.stepper
         for t in range(200):
             _, _, terminated, truncated, info = env.step(actions[t])
             ended = terminated | truncated

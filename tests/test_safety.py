@@ -288,10 +288,10 @@ def test_bad_actions_raise_and_change_nothing(name: str, make: Any, match: str) 
     with closing(EntityVectorEnv("coinrun", n, seed=2, num_threads=1)) as env:
         env.reset()
         env.step(np.zeros(n, dtype=np.int64))
-        time_before = env._stepper.step_values().scalars["cur_time"].copy()
+        time_before = env.stepper.step_values().scalars["cur_time"].copy()
         with pytest.raises(UsageError, match=match):
             env.step(make(n))
-        np.testing.assert_array_equal(env._stepper.step_values().scalars["cur_time"], time_before)
+        np.testing.assert_array_equal(env.stepper.step_values().scalars["cur_time"], time_before)
         env.step(np.arange(n, dtype=np.uint8))  # any integer dtype in range
         env.step(np.arange(n).reshape(n, 1))  # a policy's (n, 1) column
     with ProcgenVecEnv("coinrun", n, seed=2, num_threads=1) as vec:

@@ -369,7 +369,7 @@ def test_the_public_surface_stays_and_reaches_the_stepper() -> None:
     member of the stepper, and the delegates answer with the stepper's own objects and values."""
     with ProcgenVecEnv("coinrun", 2, seed=3, tilemap="columns", engine="headless") as env:
         assert [name for name in PUBLIC_NAMES if not hasattr(env, name)] == []
-        stepper = env._stepper
+        stepper = env.stepper
         assert isinstance(stepper, ProcgenStepper) and not isinstance(env, ProcgenStepper)
         public = [name for name in dir(stepper) if not name.startswith("_")]
         assert [name for name in public if not hasattr(env, name)] == []

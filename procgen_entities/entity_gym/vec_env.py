@@ -96,6 +96,11 @@ class ProcgenVecEnv(VecEnv):
         self._plan: Optional[EntityPlan] = None
 
     @property
+    def stepper(self) -> ProcgenStepper:
+        """The stepper this env composes (every public name of it is also delegated below)."""
+        return self._stepper
+
+    @property
     def _call_lock(self) -> Any:
         """The stepper's lock (replaced in a forked child), taken by the @locked methods."""
         return self._stepper.call_lock

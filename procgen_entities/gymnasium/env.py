@@ -40,7 +40,7 @@ class EntityEnv(gymnasium.Env):  # type: ignore[misc]
     ) -> Tuple[Any, Dict[str, Any]]:
         super().reset(seed=seed)
         vec = self._vec
-        if seed is None and vec._stepper.pending_reset.any():
+        if seed is None and vec.stepper.pending_reset.any():
             obs, _, _, _, info = vec.step(np.zeros(1, dtype=np.int64))  # only resets
         else:
             obs, info = vec.reset(seed=seed)

@@ -189,6 +189,12 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         return AutoresetMode.SAME_STEP
 
     @property
+    def stepper(self) -> ProcgenStepper:
+        """The stepper this env composes (its public surface: procgen options, final states,
+        pending resets); what tools built on the env read instead of its private members."""
+        return self._stepper
+
+    @property
     def _call_lock(self) -> Any:
         """The stepper's lock (replaced in a forked child), taken by the @locked methods."""
         return self._stepper.call_lock

@@ -18,7 +18,7 @@ def describe_runner(env_runner: Any) -> Dict[str, Any]:
     import torch
 
     env = env_runner.env.unwrapped
-    stepper = getattr(env, "_stepper", None)
+    stepper = getattr(env, "stepper", None)
     return {
         "index": env_runner.worker_index,
         "node": ray.get_runtime_context().get_node_id(),

@@ -1,7 +1,7 @@
 """Evaluate a checkpoint on levels it did not train on, next to baselines on the same levels.
 
     python -m procgen_entities.evaluate CHECKPOINT [--episodes 1000] [--seed S] [--sampled]
-                                        [--baselines all|none]
+                                        [--baselines all|none] [--batch 256]
     python -m procgen_entities.evaluate CHECKPOINT --levels DIR [--json FILE]
 
 Runs the checkpoint (greedy unless ``--sampled``) for one episode on each of ``--episodes``
@@ -13,16 +13,20 @@ coinrun a scripted hazard-aware rule (``SCRIPTED``). Prints per policy the compl
 mean return with 95% confidence intervals and the episodes' ends by cause (complete, each of
 the game's hazards as the terminal state shows it, timeout, other); the last line is the
 checkpoint's ``completion <percent>% return <mean> over <N> episodes``. ``--json FILE`` writes
-the table. A checkpoint is an SB3 one (tools/sb3_ppo.py; data files only, see tools/checkpoint.py)
-or an enn-trainer one (``python -m procgen_entities.train`` writes ``DIR/checkpoint``;
-tools/enn_policy.py). ``--backend numpy`` runs an SB3 checkpoint without torch (the default,
-auto, uses torch when it and SB3 are installed).
+the table. At most ``--batch`` envs (default 256) run at once: more episodes run in batches on
+the same levels, with the same results (the random baseline's draws too; a ``--sampled``
+checkpoint draws its actions per batch, so its figures move within their noise). A checkpoint
+is an SB3 one (tools/sb3_ppo.py; data files only, see tools/checkpoint.py) or an enn-trainer
+one (``python -m procgen_entities.train`` writes ``DIR/checkpoint``; tools/enn_policy.py).
+``--backend numpy`` runs an SB3 checkpoint without torch (the default, auto, uses torch when it
+and SB3 are installed).
 
 ``--levels DIR`` plays the checkpoint instead for one episode from each level file of DIR (text
 levels ``*.txt`` and saved get_state blobs, tools/levels.py; every file not starting with '.',
 all validated before any episode runs) and prints one row per level (how its episode ended,
 return, steps), then the same last line over the levels. Each level is played in the env its
-state fits (its distribution mode and options), with the checkpoint's observation; no baselines.
+state fits (its distribution mode and options; at most ``--batch`` levels per env), with the
+checkpoint's observation; no baselines.
 
 Exit status: 0 on success, 2 for a bad option or checkpoint folder (one line on stderr, checked
 before any episode runs).
@@ -33,17 +37,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import struct
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
 
 import numpy as np
+import numpy.typing as npt
 from tqdm import tqdm
 
 from procgen_entities.features import ACTION_LABELS, feature_space
 from procgen_entities.games import Game, get_game
-from procgen_entities.procgen_envs import valid_modes
+from procgen_entities.procgen_envs import group_seeds, valid_modes
 from procgen_entities.tools.checkpoint import (
     Checkpoint,
     CheckpointError,
@@ -54,12 +60,18 @@ from procgen_entities.tools.checkpoint import (
 )
 from procgen_entities.tools.levels import Level, LevelError, env_options, level_paths, load_levels
 
-__all__ = ["Episodes", "SCRIPTED", "death_cause", "main", "run_episodes"]
+__all__ = [
+    "BatchedPolicy", "DEFAULT_BATCH", "Episodes", "RandomActions", "SCRIPTED", "death_cause",
+    "first_level_seeds", "main", "run_episodes",
+]  # fmt: skip
 
 EVAL_SEED = 1_000_003  # the training tools never seed their envs with it
 PROG = "python -m procgen_entities.evaluate"
 #: procgen's rand_seed is an int32, and each env group seeds procgen with seed + its index.
 MAX_SEED = 2**31 - 1 - 4096
+INT32_MAX = 2**31 - 1
+#: Envs an evaluation runs at once (--batch); more episodes run in batches of this many.
+DEFAULT_BATCH = 256
 Policy = Callable[[Any], np.ndarray]
 
 
@@ -121,21 +133,129 @@ def death_cause(game: Game, batch: Any, i: int) -> str:
 
 def run_episodes(
     config: EnvConfig,
-    policy: Policy,
+    policy: Union[Policy, "BatchedPolicy"],
     episodes: int,
     seed: int,
     *,
     flatten: bool = True,
     progress: Optional[Any] = None,
+    batch: int = DEFAULT_BATCH,
 ) -> Episodes:
     """``policy`` (a batch of observations -> actions) for one episode in each of ``episodes``
     envs seeded with ``seed``: the same levels for every policy with the same seed.
-    ``progress``: a tqdm bar, advanced by every finished episode."""
-    # consecutive group seeds: the levels every recorded evaluation was measured on
-    env = make_env(config, episodes, seed, flatten=flatten, autoreset_mode="NextStep",
-                   group_seeding="consecutive")  # fmt: skip
-    obs, _ = env.reset(seed=seed)
-    return _first_episodes(env, get_game(config.game), policy, obs, progress)
+    ``progress``: a tqdm bar, advanced by every finished episode. At most ``batch`` envs run at
+    once; a larger evaluation plays the same levels in batches (each env started on the level
+    the ``episodes``-env vec env would give it, see _start_states). A ``BatchedPolicy`` gets
+    the indices of each batch; any other policy sees batches of observations."""
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    if episodes <= batch:
+        # consecutive group seeds: the levels every recorded evaluation was measured on
+        env = make_env(config, episodes, seed, flatten=flatten, autoreset_mode="NextStep",
+                       group_seeding="consecutive")  # fmt: skip
+        obs, _ = env.reset(seed=seed)
+        act = policy.part(0, episodes) if isinstance(policy, BatchedPolicy) else policy
+        return _first_episodes(env, get_game(config.game), act, obs, progress)
+    levels, span = first_level_seeds(config, episodes, seed), _level_range(config)
+    parts = []
+    for start in range(0, episodes, batch):
+        stop = min(start + batch, episodes)
+        env = make_env(config, stop - start, seed, flatten=flatten, autoreset_mode="NextStep")
+        obs, _ = env.reset(options={"states": _start_states(env, levels[start:stop], *span)})
+        act = policy.part(start, stop) if isinstance(policy, BatchedPolicy) else policy
+        parts.append(_first_episodes(env, get_game(config.game), act, obs, progress))
+    return Episodes(
+        np.concatenate([p.complete for p in parts]), np.concatenate([p.returns for p in parts]),
+        np.concatenate([p.lengths for p in parts]), [c for p in parts for c in p.causes],
+    )  # fmt: skip
+
+
+class BatchedPolicy:
+    """A policy whose actions depend on the env's index in the evaluation (not only on its
+    observation): ``part(start, stop)`` is the policy of envs ``start..stop-1``."""
+
+    def part(self, start: int, stop: int) -> Policy:
+        raise NotImplementedError
+
+
+class RandomActions(BatchedPolicy):
+    """Uniform random actions, drawn for all ``episodes`` envs at every step from one generator
+    seeded ``seed``: a batch replays the draws and keeps its own columns, so its envs get the
+    actions they get when every env runs at once (the recorded random baselines)."""
+
+    def __init__(self, seed: int, actions: int, episodes: int) -> None:
+        self.seed, self.actions, self.episodes = seed, actions, episodes
+
+    def part(self, start: int, stop: int) -> Policy:
+        rng = np.random.default_rng(self.seed)
+        return lambda obs: rng.integers(0, self.actions, self.episodes)[start:stop]
+
+
+def _mt19937(seed: int, count: int) -> npt.NDArray[np.uint32]:
+    """The first ``count`` outputs of ``std::mt19937(seed)``, procgen's RandGen (randgen.cpp:
+    RandGen::seed, RandGen::randint() returns one output). numpy's legacy RandomState seeds an
+    integer the same way (init_genrand) and draws a full-range uint32 as one output."""
+    state = np.random.RandomState(seed % 2**32)
+    return state.randint(0, 2**32, size=count, dtype=np.uint32)
+
+
+def first_level_seeds(config: EnvConfig, episodes: int, seed: int) -> List[int]:
+    """The level each env of run_episodes' ``episodes``-env vec env starts on. Its procgen
+    group g is seeded ``seed + g`` (group_seeding="consecutive"; 2 groups from 8 envs, as the
+    stepper splits them); game k of a group seeds its level_seed_rand_gen with output k of
+    mt19937(group seed) (vecgame.cpp: VecGame::VecGame), and its first reset draws
+    ``low + output 0 % (high - low)`` from it (game.cpp: Game::reset, randgen.cpp:
+    RandGen::randint(low, high))."""
+    low, high = _level_range(config)
+    groups = 2 if episodes >= 8 else 1
+    bounds = np.linspace(0, episodes, groups + 1).round().astype(int)
+    seeds = group_seeds(seed, groups, "consecutive")
+    levels: List[int] = []
+    for group_seed, size in zip(seeds, np.diff(bounds)):
+        for game_seed in _mt19937(group_seed, int(size)):
+            levels.append(low + int(_mt19937(int(game_seed), 1)[0]) % (high - low))
+    return levels
+
+
+def _level_range(config: EnvConfig) -> Tuple[int, int]:
+    """procgen's level_seed_low/high of the config (vecgame.cpp: VecGame::VecGame)."""
+    if config.num_levels == 0:
+        return 0, INT32_MAX
+    return config.start_level, config.start_level + config.num_levels
+
+
+def _start_states(env: Any, levels: Sequence[int], low: int, high: int) -> List[bytes]:
+    """get_state blobs of fresh games on ``levels``, one per env of ``env``. Games of the env's
+    procgen options get level range [L, L+1) and a forced reset (action -1, game.cpp:
+    Game::step), which seeds rand_gen with L alone and generates level L as a fresh game does
+    (tests/test_evaluate_batches.py compares them); then the env's own range goes back in.
+    Left over from the forced step, and overwritten by the next step: prev_level_seed,
+    episode_done, move_action, step_rand_int, and the level_seed_rand_gen (so later episodes
+    of the env, never counted, play other levels than they would). ``low``, ``high``: the
+    env's own level range."""
+    from procgen_entities.procgen_envs import make_procgen_env
+
+    stepper = env.stepper
+    game = stepper.game.name
+    offset = 60 + len(game)  # level_seed_low, level_seed_high (docs/state-format.md)
+    procgen = make_procgen_env(game, len(levels), rand_seed=0, **stepper.procgen_options)
+    try:
+        blobs = []
+        for blob, level in zip(procgen.get_state(), levels):
+            data = bytearray(blob)
+            struct.pack_into("<ii", data, offset, level, level + 1)
+            blobs.append(bytes(data))
+        procgen.set_state(blobs)
+        procgen.act(np.full(len(levels), -1, dtype=np.int32))
+        procgen.wait()
+        states = []
+        for blob in procgen.get_state():
+            data = bytearray(blob)
+            struct.pack_into("<ii", data, offset, low, high)
+            states.append(bytes(data))
+    finally:
+        procgen.close()
+    return states
 
 
 def _first_episodes(
@@ -156,7 +276,7 @@ def _first_episodes(
         if not ended.any():
             continue
         result.complete[ended] = info["prev_level_complete"][ended]
-        indices, terminal = env._stepper.final_states()
+        indices, terminal = env.stepper.final_states()
         for k, i in enumerate(indices):
             if not ended[i]:
                 continue
@@ -206,16 +326,22 @@ def run_levels(
     *,
     flatten: bool = True,
     progress: Optional[Any] = None,
+    batch: int = DEFAULT_BATCH,
 ) -> Episodes:
     """One episode of ``policy`` from each of ``levels`` (validated), in the checkpoint's
-    observation; levels of the same procgen options share one env, restored with
-    reset(options={"states": ...})."""
+    observation; up to ``batch`` levels of the same procgen options share one env, restored
+    with reset(options={"states": ...}) (the states hold their RNGs: any batch size plays the
+    same episodes)."""
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
     groups: Dict[Tuple[Any, ...], List[int]] = {}
     for i, level in enumerate(levels):
         groups.setdefault(tuple(sorted(env_options(level.state).items())), []).append(i)
     n = len(levels)
     result = Episodes(np.zeros(n, bool), np.zeros(n), np.zeros(n, np.int64), [""] * n)
-    for options, indices in groups.items():
+    batches = [(options, indices[k : k + batch]) for options, indices in groups.items()
+               for k in range(0, len(indices), batch)]  # fmt: skip
+    for options, indices in batches:
         env = make_env(config, len(indices), seed, flatten=flatten, autoreset_mode="NextStep",
                        **dict(options))  # fmt: skip
         obs, _ = env.reset(options={"states": [levels[i].blob for i in indices]})
@@ -230,32 +356,32 @@ def run_levels(
 SCRIPTED: Dict[str, Callable[[Mapping[str, tuple]], Policy]] = {"coinrun": scripted_coinrun}
 
 
-def _constant(action: int, n: int) -> Policy:
-    return lambda obs: np.full(n, action)
+def _constant(action: int) -> Policy:
+    return lambda obs: np.full(len(obs["global"]), action)
 
 
 def baselines(
-    config: EnvConfig, episodes: int, seed: int, progress: Optional[Any] = None
+    config: EnvConfig,
+    episodes: int,
+    seed: int,
+    progress: Optional[Any] = None,
+    batch: int = DEFAULT_BATCH,
 ) -> Dict[str, Episodes]:
     """Random, the best constant action, and the game's scripted rule, on the same levels."""
-    rng = np.random.default_rng(seed)
     n = len(ACTION_LABELS)
-    results = {"random": run_episodes(config, lambda o: rng.integers(0, n, episodes), episodes,
-                                      seed, flatten=False, progress=progress)}  # fmt: skip
-    constants = {
-        a: run_episodes(
-            config, _constant(a, episodes), episodes, seed, flatten=False, progress=progress
-        )  # fmt: skip
-        for a in range(n)
-    }
+
+    def run(policy: Union[Policy, BatchedPolicy]) -> Episodes:
+        return run_episodes(config, policy, episodes, seed, flatten=False, progress=progress,
+                            batch=batch)  # fmt: skip
+
+    results = {"random": run(RandomActions(seed, n, episodes))}
+    constants = {a: run(_constant(a)) for a in range(n)}
     best = max(constants, key=lambda a: (constants[a].complete.mean(), constants[a].returns.mean()))
     results[f"constant {ACTION_LABELS[best]} (best of {n})"] = constants[best]
     if config.game in SCRIPTED:
         space = feature_space(config.game, relative_positions=True)  # the env's entity features
         names = {name: tuple(e.features) for name, e in space.entities.items()}
-        results["scripted"] = run_episodes(
-            config, SCRIPTED[config.game](names), episodes, seed, flatten=False, progress=progress
-        )
+        results["scripted"] = run(SCRIPTED[config.game](names))
     return results
 
 
@@ -298,6 +424,8 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = _Parser(prog=PROG, description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint", type=Path, help="a checkpoint folder (env.json, policy.json)")
     parser.add_argument("--episodes", type=_bounded(1, 10**6), default=1000)
+    parser.add_argument("--batch", type=_bounded(1, 10**6), default=DEFAULT_BATCH,
+                        help="envs run at once (levels, results do not depend on it)")  # fmt: skip
     parser.add_argument("--seed", type=_bounded(0, MAX_SEED), default=EVAL_SEED,
                         help=f"level sampling seed (0..{MAX_SEED})")  # fmt: skip
     parser.add_argument("--sampled", action="store_true", help="sample actions (not greedy)")
@@ -358,7 +486,8 @@ def _main_levels(args: argparse.Namespace, config: EnvConfig, policy: Policy, la
     levels = _read_levels(args.levels, config.game)
     flat = not wants_dict_observation(args.checkpoint)
     with tqdm(total=len(levels), unit="episode", disable=None) as bar:
-        result = run_levels(config, policy, levels, args.seed, flatten=flat, progress=bar)
+        result = run_levels(config, policy, levels, args.seed, flatten=flat, progress=bar,
+                            batch=args.batch)  # fmt: skip
     print(f"{config.game}, {label}, {len(levels)} levels from {args.levels}")
     width = max(24, *(len(level.name) for level in levels))
     print(f"{'level':{width}s} {'end':>10s} {'return':>8s} {'steps':>6s}")
@@ -389,9 +518,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     policies = 1 + (len(ACTION_LABELS) + 1 + (config.game in SCRIPTED)) * (args.baselines == "all")
     with tqdm(total=policies * args.episodes, unit="episode", disable=None) as bar:
         results = {label: run_episodes(config, policy, args.episodes, args.seed, flatten=flat,
-                                       progress=bar)}  # fmt: skip
+                                       progress=bar, batch=args.batch)}  # fmt: skip
         if args.baselines == "all":
-            results.update(baselines(config, args.episodes, args.seed, bar))
+            results.update(baselines(config, args.episodes, args.seed, bar, args.batch))
     summaries = {name: r.summary() for name, r in results.items()}
     r_range = get_game(config.game).return_range
     if r_range is not None:  # the procgen paper's normalised return
