@@ -106,11 +106,22 @@ def check_actions(actions: npt.ArrayLike, num_envs: int) -> npt.NDArray[np.int32
     return chosen.reshape(num_envs).astype(np.int32, copy=False)
 
 
+def default_num_groups(num_envs: int) -> int:
+    """The procgen vec envs a stepper of ``num_envs`` envs splits them over by default."""
+    return 2 if num_envs >= 8 else 1
+
+
+def group_sizes(num_envs: int, groups: int) -> List[int]:
+    """The envs of each of ``groups`` procgen vec envs, in order (as even as possible)."""
+    bounds = np.linspace(0, num_envs, groups + 1).round().astype(int)
+    return [int(b - a) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
 def _check_groups(num_groups: Any, num_envs: int) -> int:
-    """The number of procgen vec envs (default: 2 from 8 envs on), or a UsageError. Groups let
+    """The number of procgen vec envs (default: default_num_groups), or a UsageError. Groups let
     one group's procgen stepping overlap the next one's get_state. They also seed procgen (one
     rand_seed per group), so every engine keeps the same default."""
-    groups = num_groups or (2 if num_envs >= 8 else 1)
+    groups = num_groups or default_num_groups(num_envs)
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
         raise UsageError(f"num_groups must be an int, got {groups!r}")
     if not 1 <= groups <= num_envs:
@@ -215,9 +226,8 @@ class ProcgenStepper:
         self._group_seeding = group_seeding
         self._seed = random.SystemRandom().randrange(2**31 - 1) if seed is None else seed
         self._group_seeds = group_seeds(self._seed, groups, group_seeding)
-        bounds = np.linspace(0, self.num_envs, groups + 1).round().astype(int)
-        self._group_sizes = [int(b - a) for a, b in zip(bounds[:-1], bounds[1:])]
-        self._group_starts = [int(a) for a in bounds[:-1]]
+        self._group_sizes = group_sizes(self.num_envs, groups)
+        self._group_starts = [sum(self._group_sizes[:g]) for g in range(groups)]
 
     def _make_value_arrays(self) -> None:
         """The arrays refresh() parses the current states into, and step_values()' views."""

@@ -50,6 +50,7 @@ from tqdm import tqdm
 from procgen_entities.features import ACTION_LABELS, feature_space
 from procgen_entities.games import Game, get_game
 from procgen_entities.procgen_envs import group_seeds, valid_modes
+from procgen_entities.stepper import default_num_groups, group_sizes
 from procgen_entities.tools.checkpoint import (
     Checkpoint,
     CheckpointError,
@@ -58,7 +59,14 @@ from procgen_entities.tools.checkpoint import (
     make_env,
     wants_dict_observation,
 )
-from procgen_entities.tools.levels import Level, LevelError, env_options, level_paths, load_levels
+from procgen_entities.tools.levels import (
+    ALL_LEVELS_HIGH,
+    Level,
+    LevelError,
+    env_options,
+    level_paths,
+    load_levels,
+)
 
 __all__ = [
     "BatchedPolicy", "DEFAULT_BATCH", "Episodes", "RandomActions", "SCRIPTED", "death_cause",
@@ -69,7 +77,6 @@ EVAL_SEED = 1_000_003  # the training tools never seed their envs with it
 PROG = "python -m procgen_entities.evaluate"
 #: procgen's rand_seed is an int32, and each env group seeds procgen with seed + its index.
 MAX_SEED = 2**31 - 1 - 4096
-INT32_MAX = 2**31 - 1
 #: Envs an evaluation runs at once (--batch); more episodes run in batches of this many.
 DEFAULT_BATCH = 256
 Policy = Callable[[Any], np.ndarray]
@@ -207,12 +214,11 @@ def first_level_seeds(config: EnvConfig, episodes: int, seed: int) -> List[int]:
     ``low + output 0 % (high - low)`` from it (game.cpp: Game::reset, randgen.cpp:
     RandGen::randint(low, high))."""
     low, high = _level_range(config)
-    groups = 2 if episodes >= 8 else 1
-    bounds = np.linspace(0, episodes, groups + 1).round().astype(int)
+    groups = default_num_groups(episodes)
     seeds = group_seeds(seed, groups, "consecutive")
     levels: List[int] = []
-    for group_seed, size in zip(seeds, np.diff(bounds)):
-        for game_seed in _mt19937(group_seed, int(size)):
+    for group_seed, size in zip(seeds, group_sizes(episodes, groups)):
+        for game_seed in _mt19937(group_seed, size):
             levels.append(low + int(_mt19937(int(game_seed), 1)[0]) % (high - low))
     return levels
 
@@ -220,7 +226,7 @@ def first_level_seeds(config: EnvConfig, episodes: int, seed: int) -> List[int]:
 def _level_range(config: EnvConfig) -> Tuple[int, int]:
     """procgen's level_seed_low/high of the config (vecgame.cpp: VecGame::VecGame)."""
     if config.num_levels == 0:
-        return 0, INT32_MAX
+        return 0, ALL_LEVELS_HIGH
     return config.start_level, config.start_level + config.num_levels
 
 
@@ -240,22 +246,25 @@ def _start_states(env: Any, levels: Sequence[int], low: int, high: int) -> List[
     offset = 60 + len(game)  # level_seed_low, level_seed_high (docs/state-format.md)
     procgen = make_procgen_env(game, len(levels), rand_seed=0, **stepper.procgen_options)
     try:
-        blobs = []
-        for blob, level in zip(procgen.get_state(), levels):
-            data = bytearray(blob)
-            struct.pack_into("<ii", data, offset, level, level + 1)
-            blobs.append(bytes(data))
-        procgen.set_state(blobs)
+        one_level = [(level, level + 1) for level in levels]
+        procgen.set_state(_with_level_ranges(procgen.get_state(), offset, one_level))
         procgen.act(np.full(len(levels), -1, dtype=np.int32))
         procgen.wait()
-        states = []
-        for blob in procgen.get_state():
-            data = bytearray(blob)
-            struct.pack_into("<ii", data, offset, low, high)
-            states.append(bytes(data))
+        return _with_level_ranges(procgen.get_state(), offset, [(low, high)] * len(levels))
     finally:
         procgen.close()
-    return states
+
+
+def _with_level_ranges(
+    blobs: Sequence[bytes], offset: int, ranges: Sequence[Tuple[int, int]]
+) -> List[bytes]:
+    """``blobs`` with level_seed_low/high (at byte ``offset``) set to each one's range."""
+    patched = []
+    for blob, (low, high) in zip(blobs, ranges):
+        data = bytearray(blob)
+        struct.pack_into("<ii", data, offset, low, high)
+        patched.append(bytes(data))
+    return patched
 
 
 def _first_episodes(
