@@ -131,7 +131,9 @@ def _check_groups(num_groups: Any, num_envs: int) -> int:
 
 @functools.lru_cache(maxsize=None)
 def _malloc_trim() -> Optional[Callable[[int], int]]:
-    """glibc's ``malloc_trim``, or None under another C library."""
+    """glibc's ``malloc_trim``, or None under another C library. ProcgenStepper looks it up
+    when it is made: an env closed by the garbage collector at interpreter exit can no longer
+    import ctypes (Python prints "Exception ignored ... import of ctypes halted")."""
     import ctypes
 
     try:
@@ -178,6 +180,7 @@ class ProcgenStepper:
         self._call_lock = threading.RLock()
         self._forked = False
         self._closed = True
+        _malloc_trim()  # looked up (and cached) now, while imports still work; close() uses it
         self.game: Game = get_game(game)
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")

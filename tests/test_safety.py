@@ -393,3 +393,24 @@ def test_sb3_make_vec_env_with_the_largest_seed_sb3_draws() -> None:
         env.step(np.array([7, 7]))
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("engine", ["headless", "direct", "get_state"])
+def test_envs_left_open_at_exit_close_quietly(engine: str) -> None:
+    """An env nobody closed is closed by the garbage collector while the interpreter shuts down,
+    when imports no longer work: it exits 0 and prints nothing (closing looked up its
+    malloc_trim when it was made, not at exit)."""
+    mode = "NextStep" if engine == "headless" else "SameStep"  # the others announce SAME_STEP
+    proc = run_child(f"""
+        import numpy as np
+        from procgen_entities import ProcgenVecEnv
+        from procgen_entities.gymnasium import EntityVectorEnv
+        env = EntityVectorEnv("bigfish", num_envs=4, seed=3, engine={engine!r},
+                              autoreset_mode={mode!r})
+        env.reset(seed=3)
+        env.step(np.zeros(4, dtype=np.int64))
+        vec = ProcgenVecEnv("coinrun", 2, seed=1, engine={engine!r})
+        vec.reset(vec.obs_space())
+    """)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr == ""
