@@ -59,6 +59,11 @@ ABLATIONS: Dict[str, List[str]] = {
         "--ppo",
         "gamma=0.999",
     ],  # fmt: skip
+    # climber: 25M of mlp-grid-g999 plateaued at 6.9 sampled against pixel PPO's ~8.7; its
+    # width, entropy and step size, each at the same budget (docs/training.md)
+    "mlp-grid-g999-w512": ["--grid", "--net", "512,512", "--ppo", "gamma=0.999"],
+    "mlp-grid-g999-ent02": ["--grid", "--ent-coef", "0.02", "--ppo", "gamma=0.999"],
+    "mlp-grid-g999-lr2e4": ["--grid", "--ppo", "gamma=0.999", "--ppo", "learning_rate=2e-4"],
 }
 SEEDS = (0, 1)
 

@@ -1,0 +1,66 @@
+"""tools/run_ablations.py: every arm is a command its trainer accepts, and the runner resumes
+(an evaluated arm is done, a trained one is evaluated, a stopped one resumes from its latest
+periodic checkpoint). No training here: an arm's typo would otherwise surface only after the
+arms queued before it had trained for an hour."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from procgen_entities.tools.sb3_ppo import HYPERPARAMETERS, _parse_args
+
+TOOL = Path(__file__).resolve().parents[1] / "tools" / "run_ablations.py"
+
+
+@pytest.fixture(scope="module")
+def runner() -> Any:
+    if not TOOL.is_file():
+        pytest.skip("tools/ is not in this copy of the tests")
+    spec = importlib.util.spec_from_file_location("run_ablations", TOOL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_sb3_arm_parses_and_names_known_ppo_settings(runner: Any) -> None:
+    sb3_arms = {n: a for n, a in runner.ABLATIONS.items() if not a or a[0] != "enn:"}
+    assert "mlp-grid-g999" in sb3_arms and len(sb3_arms) >= 10
+    for name, extra in sb3_arms.items():
+        args = _parse_args(["climber", *extra])
+        for item in args.ppo:
+            key, sep, value = item.partition("=")
+            assert sep and key in HYPERPARAMETERS, (name, item)
+            type(HYPERPARAMETERS[key])(value)  # the trainer converts it the same way
+
+
+def test_the_runner_resumes_where_an_arm_stopped(runner: Any, tmp_path: Path) -> None:
+    arm = tmp_path / "mlp-grid-g999-s1"
+    first = runner.command("climber", "mlp-grid-g999", 1, 3_000_000, tmp_path, 1000)
+    assert first[1:4] == ["-m", "procgen_entities.tools.sb3_ppo", "climber"]
+    assert "--resume" not in first and first[first.index("--seed") + 1] == "1"
+    for steps in (507904, 1015808):  # periodic checkpoints; only those with an optimizer count
+        (arm / f"checkpoint-{steps}").mkdir(parents=True)
+        (arm / f"checkpoint-{steps}" / "optimizer.pt").write_bytes(b"")
+    (arm / "checkpoint-2000000").mkdir()  # a checkpoint cut off before its optimizer was saved
+    resumed = runner.command("climber", "mlp-grid-g999", 1, 3_000_000, tmp_path, 1000)
+    assert resumed[resumed.index("--resume") + 1] == str(arm / "checkpoint-1015808")
+    (arm / "checkpoint").mkdir()
+    (arm / "checkpoint" / "env.json").write_text("{}")
+    evaluate = runner.command("climber", "mlp-grid-g999", 1, 3_000_000, tmp_path, 1000)
+    assert evaluate[1:3] == ["-m", "procgen_entities.evaluate"]
+    assert evaluate[evaluate.index("--json") + 1] == str(arm / "evaluation.json")
+    (arm / "evaluation.json").write_text("{}")
+    assert runner.command("climber", "mlp-grid-g999", 1, 3_000_000, tmp_path, 1000) is None
+
+
+def test_an_unknown_arm_is_a_usage_error(runner: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr(sys, "argv", ["run_ablations.py", "no-such-arm"])
+    with pytest.raises(SystemExit) as exit_:
+        runner.main()
+    assert exit_.value.code == 2
