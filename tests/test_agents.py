@@ -125,7 +125,8 @@ CHECKPOINTS = sorted(p for p in (REPO / "checkpoints").glob("*") if p.is_dir())
 
 
 def test_the_three_trained_games_have_committed_checkpoints() -> None:
-    assert [p.name for p in CHECKPOINTS] == ["climber", "coinrun", "ninja"]
+    """One per game, and coinrun's 15M flat MLP (the flat checkpoint format) beside them."""
+    assert [p.name for p in CHECKPOINTS] == ["climber", "coinrun", "coinrun-15m", "ninja"]
 
 
 @pytest.mark.parametrize("folder", CHECKPOINTS, ids=lambda p: p.name)
@@ -153,12 +154,13 @@ def test_committed_coinrun_checkpoint_completes_80_percent_of_new_levels() -> No
     pytest.importorskip("stable_baselines3")
     import json
 
-    from procgen_entities.tools.checkpoint import load_policy
+    from procgen_entities.tools.checkpoint import load_policy, wants_dict_observation
     from procgen_entities.tools.evaluate import EVAL_SEED
 
     folder = REPO / "checkpoints" / "coinrun"
     config = Checkpoint.load(folder).env
-    episodes = run_episodes(config, load_policy(folder), 1000, EVAL_SEED)
+    flat = not wants_dict_observation(folder)  # the grid policy takes the dict form
+    episodes = run_episodes(config, load_policy(folder), 1000, EVAL_SEED, flatten=flat)
     recorded = json.loads((REPO / "docs/runs/agents/coinrun/evaluation.json").read_text())
     mine = next(v for k, v in recorded.items() if k.startswith("checkpoint"))
     assert episodes.complete.mean() >= 0.80

@@ -25,7 +25,10 @@ from procgen_entities.tools.checkpoint import (
 from procgen_entities.tools.numpy_policy import MlpPolicy, Normalizer, read_npz
 
 REPO = Path(__file__).resolve().parents[1]
-CHECKPOINTS = [REPO / "checkpoints" / g for g in ("coinrun", "ninja", "climber")]
+CHECKPOINTS = [REPO / "checkpoints" / g for g in ("coinrun", "coinrun-15m", "ninja", "climber")]
+#: The committed flat-MLP checkpoint (normalizer.npz, one flat observation): the old formats
+#: the converter and the error tests start from are of this kind.
+FLAT_COINRUN = REPO / "checkpoints" / "coinrun-15m"
 DATA_FILES = {"env.json", "policy.json", "policy.pt", "policy.npz", "normalizer.npz"}
 #: a dict-form policy's (sb3_ppo --grid): per-key statistics
 DICT_DATA_FILES = DATA_FILES - {"normalizer.npz"} | {"normalizer-dict.npz"}
@@ -169,26 +172,34 @@ def _numpy_acts_as_torch(folder: Path, need_ends: bool = True) -> None:
 
 
 @pytest.mark.live
-def test_the_numpy_backend_plays_without_torch() -> None:
-    """A process that cannot import torch or SB3 evaluates the committed coinrun checkpoint
-    (auto picks numpy) to the same episodes as the torch backend here."""
+@pytest.mark.parametrize("name", ["coinrun", "coinrun-15m"])
+def test_the_numpy_backend_plays_without_torch(name: str) -> None:
+    """A process that cannot import torch or SB3 evaluates a committed coinrun checkpoint (the
+    grid policy, and the flat MLP; auto picks numpy) to the same episodes as the torch backend
+    here."""
     pytest.importorskip("stable_baselines3")
     from procgen_entities.tools.evaluate import run_episodes
 
-    folder = REPO / "checkpoints" / "coinrun"
+    folder = REPO / "checkpoints" / name
     code = NO_TORCH + (
         "import json\n"
-        "from procgen_entities.tools.checkpoint import Checkpoint, load_policy\n"
+        "from procgen_entities.tools.checkpoint import Checkpoint, load_policy,"
+        " wants_dict_observation\n"
         "from procgen_entities.tools.evaluate import run_episodes\n"
         f"folder = {str(folder)!r}\n"
-        "e = run_episodes(Checkpoint.load(folder).env, load_policy(folder), 24, 77)\n"
+        "flat = not wants_dict_observation(folder)\n"
+        "e = run_episodes(Checkpoint.load(folder).env, load_policy(folder), 24, 77, flatten=flat)\n"
         "assert 'torch' not in sys.modules and 'stable_baselines3' not in sys.modules\n"
         "print(json.dumps([e.lengths.tolist(), e.causes]))\n"
     )
     proc = _python(code)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lengths, causes = json.loads(proc.stdout.strip().splitlines()[-1])
-    mine = run_episodes(Checkpoint.load(folder).env, load_policy(folder, backend="torch"), 24, 77)
+    from procgen_entities.tools.checkpoint import wants_dict_observation
+
+    flat = not wants_dict_observation(folder)
+    torch_policy = load_policy(folder, backend="torch")
+    mine = run_episodes(Checkpoint.load(folder).env, torch_policy, 24, 77, flatten=flat)
     assert lengths == mine.lengths.tolist() and causes == mine.causes
     assert "complete" in causes
 
@@ -206,14 +217,14 @@ def test_sampled_numpy_actions_follow_the_softmax() -> None:
 
 
 def _old_format(tmp: Path) -> Path:
-    """An old pickled folder (policy.pth, vecnormalize.pkl) made from the committed coinrun
+    """An old pickled folder (policy.pth, vecnormalize.pkl) made from the committed flat coinrun
     checkpoint, as tools/sb3_ppo.py wrote them before the data format."""
     from stable_baselines3.common.vec_env import VecNormalize
 
     from procgen_entities.gymnasium.sb3 import SB3VecEnv
     from procgen_entities.tools.checkpoint import _torch_state, build_sb3_policy, read_spec
 
-    source = REPO / "checkpoints" / "coinrun"
+    source = FLAT_COINRUN
     folder = _copy(source, tmp / "old", ["env.json"])
     build_sb3_policy(read_spec(source), _torch_state(source)).save(str(folder / "policy.pth"))
     stats = Normalizer.load(source / "normalizer.npz")
@@ -239,7 +250,7 @@ def test_the_converter_is_exact_and_needs_trust(tmp_path: Path) -> None:
                           capture_output=True, text=True, cwd=REPO, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert {p.name for p in folder.iterdir()} == DATA_FILES
-    _same_data_files(folder, REPO / "checkpoints" / "coinrun", "normalizer.npz")
+    _same_data_files(folder, FLAT_COINRUN, "normalizer.npz")
 
 
 def _same_data_files(folder: Path, source: Path, normalizer: str) -> None:
@@ -258,7 +269,7 @@ def test_pickles_are_refused_and_never_run(tmp_path: Path) -> None:
     """An old-format folder whose pickles would create a file: load_policy and evaluate refuse
     it with the conversion command, and the file is never created."""
     marker = tmp_path / "ran"
-    folder = _copy(REPO / "checkpoints" / "coinrun", tmp_path / "old", ["env.json"])
+    folder = _copy(FLAT_COINRUN, tmp_path / "old", ["env.json"])
     for name in ("vecnormalize.pkl", "policy.pth"):
         (folder / name).write_bytes(pickle.dumps(_Payload(marker)))
     with pytest.raises(CheckpointError) as info:
@@ -271,7 +282,7 @@ def test_pickles_are_refused_and_never_run(tmp_path: Path) -> None:
 @pytest.mark.parametrize("target", ["policy.pt", "policy.npz", "normalizer.npz"])
 def test_data_files_holding_pickles_are_refused_and_never_run(tmp_path: Path, target: str) -> None:
     marker = tmp_path / "ran"
-    folder = _copy(REPO / "checkpoints" / "coinrun", tmp_path / "ckpt", sorted(DATA_FILES))
+    folder = _copy(FLAT_COINRUN, tmp_path / "ckpt", sorted(DATA_FILES))
     if target == "policy.pt":
         (folder / target).write_bytes(pickle.dumps({"action_net.weight": _Payload(marker)}))
         (folder / "policy.npz").unlink()  # the torch loader's fallback
@@ -311,7 +322,7 @@ def test_evaluate_errors_are_one_line_with_exit_status_2(tmp_path: Path, case: s
     """Each bad input is refused before any episode runs (well under the seconds an
     evaluation of 1,000 episodes takes), in one line on stderr, exit status 2."""
     damage, options, needle = EVAL_CASES[case]
-    folder = _copy(REPO / "checkpoints" / "coinrun", tmp_path / "ckpt", sorted(DATA_FILES))
+    folder = _copy(FLAT_COINRUN, tmp_path / "ckpt", sorted(DATA_FILES))
     if damage is not None:
         damage(folder)
     start = time.perf_counter()
@@ -326,7 +337,7 @@ def test_evaluate_refuses_a_missing_folder() -> None:
 
 def test_enn_checkpoints_with_pickled_blobs_are_refused(tmp_path: Path) -> None:
     """hyperstate's legacy snapshots pickle their state: refused before enn-trainer loads."""
-    folder = _copy(REPO / "checkpoints" / "coinrun", tmp_path / "enn-run", ["env.json"])
+    folder = _copy(FLAT_COINRUN, tmp_path / "enn-run", ["env.json"])
     (folder / "enn").mkdir()
     (folder / "enn" / "state.agent.pickle").write_bytes(pickle.dumps(_Payload(tmp_path / "x")))
     with pytest.raises(CheckpointError, match="state.agent.pickle"):
@@ -348,7 +359,7 @@ def test_resume_with_trust_pickle_converts_then_trains(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "no optimizer.pt" in proc.stderr
     assert (folder / "policy.json").exists() and (folder / "policy.pth").exists()  # kept
-    steps = Checkpoint.load(REPO / "checkpoints" / "coinrun").steps
+    steps = Checkpoint.load(FLAT_COINRUN).steps
     assert Checkpoint.load(out / "checkpoint").steps == steps + 256
 
 

@@ -29,7 +29,10 @@ from procgen_entities.tools.levels import (
 
 ROOT = Path(__file__).resolve().parents[1]
 DRAWN = ROOT / "docs" / "levels" / "coinrun-saw.txt"
-CHECKPOINT = ROOT / "checkpoints" / "coinrun"
+#: the flat MLP: its recorded plays of the drawn levels (docs/levels.md) include a timeout
+CHECKPOINT = ROOT / "checkpoints" / "coinrun-15m"
+#: the grid agent, which completes the level without the barrier too
+GRID_CHECKPOINT = ROOT / "checkpoints" / "coinrun"
 NOOP = 4
 
 
@@ -284,6 +287,25 @@ def test_evaluate_levels_reports_each_level(tmp_path: Path, batch: str) -> None:
     assert table["levels"]["b-no-barrier.txt"] == {
         "complete": False, "end": "timeout", "return": 0.0, "length": 1000
     }  # fmt: skip
+
+
+@pytest.mark.live
+def test_the_grid_agent_completes_the_level_without_its_barrier(tmp_path: Path) -> None:
+    """docs/levels.md: the 25M grid agent, which sees the terrain as an image, completes the
+    drawn level and the one without the barrier (the flat MLP stands there until the limit)."""
+    folder = tmp_path / "levels"
+    folder.mkdir()
+    text = DRAWN.read_text()
+    (folder / "a-drawn.txt").write_text(text)
+    (folder / "b-no-barrier.txt").write_text(text.replace("#......|", "#......."))
+    proc = _run("procgen_entities.evaluate", str(GRID_CHECKPOINT), "--levels", str(folder),
+                "--backend", "numpy")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()[2:-1]}
+    assert rows == {
+        "a-drawn.txt": ["complete", "10.00", "73"],
+        "b-no-barrier.txt": ["complete", "10.00", "72"],
+    }
 
 
 @pytest.mark.live
