@@ -283,6 +283,7 @@ _GAME_LIST = [
         name="bigfish",
         cpp_class="BigFish",
         anchors={"pixel_ppo": 16.46, "roguenet_2022": 34.0},
+        return_range=(1.0, 40.0),  # the procgen paper's easy-mode constants (Cobbe et al. 2020)
         trailer=(("fish_eaten", "i"), ("r_inc", "f")),
         entity_types={0: "Player", 2: "Fish"},
         features=("x", "y", "vx", "vy", "rx"),

@@ -43,7 +43,7 @@ def test_agent_curve_rows_come_from_the_metrics(path: Path) -> None:
     assert row in (DOCS / "training.md").read_text(), f"{path.parent.name}: {row}"
 
 
-@pytest.mark.parametrize("game", ["coinrun", "ninja", "climber"])
+@pytest.mark.parametrize("game", ["coinrun", "ninja", "climber", "bigfish"])
 def test_agent_evaluations_in_the_docs_are_the_checked_in_ones(game: str) -> None:
     import json
 
