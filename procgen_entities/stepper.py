@@ -131,8 +131,8 @@ def _check_groups(num_groups: Any, num_envs: int) -> int:
 
 @functools.lru_cache(maxsize=None)
 def _malloc_trim() -> Optional[Callable[[int], int]]:
-    """glibc's ``malloc_trim``, or None under another C library. ProcgenStepper looks it up
-    when it is made: an env closed by the garbage collector at interpreter exit can no longer
+    """glibc's ``malloc_trim``, or None under another C library. Looked up once, when this
+    module is imported: an env closed by the garbage collector at interpreter exit can no longer
     import ctypes (Python prints "Exception ignored ... import of ctypes halted")."""
     import ctypes
 
@@ -143,6 +143,9 @@ def _malloc_trim() -> Optional[Callable[[int], int]]:
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
     return cast(Callable[[int], int], trim)
+
+
+_malloc_trim()  # cached now, while imports work (numpy has imported ctypes already)
 
 
 def _return_free_memory() -> None:
@@ -180,7 +183,6 @@ class ProcgenStepper:
         self._call_lock = threading.RLock()
         self._forked = False
         self._closed = True
-        _malloc_trim()  # looked up (and cached) now, while imports still work; close() uses it
         self.game: Game = get_game(game)
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
