@@ -64,3 +64,17 @@ def test_an_unknown_arm_is_a_usage_error(runner: Any, monkeypatch: Any) -> None:
     with pytest.raises(SystemExit) as exit_:
         runner.main()
     assert exit_.value.code == 2
+
+
+def test_an_enn_arm_resumes_from_its_rolling_checkpoint(runner: Any, tmp_path: Path) -> None:
+    pytest.importorskip("entity_gym")  # procgen_entities.tools.train reads its checkpoints
+    arm = tmp_path / "roguenet-2022-s0"
+    first = runner.command("bigfish", "roguenet-2022", 0, 5_000_000, tmp_path, 1000)
+    assert first[0] == "bash" and "--resume" not in first[-1]
+    (arm / "checkpoints" / "latest-step000000409600").mkdir(parents=True)
+    cut = runner.command("bigfish", "roguenet-2022", 0, 5_000_000, tmp_path, 1000)
+    assert "--resume" not in cut[-1]  # hyperstate's folder without its state: nothing to resume
+    (arm / "checkpoints" / "latest-step000000409600" / "state.ron").write_text("")
+    resumed = runner.command("bigfish", "roguenet-2022", 0, 5_000_000, tmp_path, 1000)
+    train, _, evaluate = resumed[-1].partition(" && ")
+    assert f"--out {arm} --resume" in train and "procgen_entities.evaluate" in evaluate

@@ -142,8 +142,8 @@ def test_committed_checkpoints_still_play_their_game(folder: Path) -> None:
     files = {p.name for p in folder.iterdir()}
     normalizer = "normalizer-dict.npz" if checkpoint.env.grid else "normalizer.npz"
     assert files == {"env.json", "policy.json", "policy.pt", "policy.npz", normalizer}
-    flat = not wants_dict_observation(folder)
-    episodes = run_episodes(checkpoint.env, policy, 8, seed=3, flatten=flat)
+    assert policy.flatten is not wants_dict_observation(folder)
+    episodes = run_episodes(checkpoint.env, policy, 8, seed=3)  # in the policy's form
     assert len(episodes.causes) == 8 and all(episodes.causes)
     assert checkpoint.steps >= 3_000_000
 
@@ -155,13 +155,12 @@ def test_committed_coinrun_checkpoint_completes_80_percent_of_new_levels() -> No
     pytest.importorskip("stable_baselines3")
     import json
 
-    from procgen_entities.tools.checkpoint import load_policy, wants_dict_observation
+    from procgen_entities.tools.checkpoint import load_policy
     from procgen_entities.tools.evaluate import EVAL_SEED
 
     folder = REPO / "checkpoints" / "coinrun"
     config = Checkpoint.load(folder).env
-    flat = not wants_dict_observation(folder)  # the grid policy takes the dict form
-    episodes = run_episodes(config, load_policy(folder), 1000, EVAL_SEED, flatten=flat)
+    episodes = run_episodes(config, load_policy(folder), 1000, EVAL_SEED)  # the grid: dicts
     recorded = json.loads((REPO / "docs/runs/agents/coinrun/evaluation.json").read_text())
     mine = next(v for k, v in recorded.items() if k.startswith("checkpoint"))
     assert episodes.complete.mean() >= 0.80

@@ -185,25 +185,41 @@ def test_the_numpy_backend_plays_without_torch(name: str) -> None:
     folder = REPO / "checkpoints" / name
     code = NO_TORCH + (
         "import json\n"
-        "from procgen_entities.tools.checkpoint import Checkpoint, load_policy,"
-        " wants_dict_observation\n"
+        "from procgen_entities.tools.checkpoint import Checkpoint, load_policy\n"
         "from procgen_entities.tools.evaluate import run_episodes\n"
         f"folder = {str(folder)!r}\n"
-        "flat = not wants_dict_observation(folder)\n"
-        "e = run_episodes(Checkpoint.load(folder).env, load_policy(folder), 24, 77, flatten=flat)\n"
+        "e = run_episodes(Checkpoint.load(folder).env, load_policy(folder), 24, 77)\n"
         "assert 'torch' not in sys.modules and 'stable_baselines3' not in sys.modules\n"
         "print(json.dumps([e.lengths.tolist(), e.causes]))\n"
     )
     proc = _python(code)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lengths, causes = json.loads(proc.stdout.strip().splitlines()[-1])
-    from procgen_entities.tools.checkpoint import wants_dict_observation
-
-    flat = not wants_dict_observation(folder)
     torch_policy = load_policy(folder, backend="torch")
-    mine = run_episodes(Checkpoint.load(folder).env, torch_policy, 24, 77, flatten=flat)
+    mine = run_episodes(Checkpoint.load(folder).env, torch_policy, 24, 77)
     assert lengths == mine.lengths.tolist() and causes == mine.causes
     assert "complete" in causes
+
+
+@pytest.mark.parametrize("name", ["coinrun", "coinrun-15m"])
+def test_a_loaded_policy_says_its_observation_form(name: str) -> None:
+    """load_policy's policy carries the form it reads, run_episodes and run_levels build that
+    env without being told, and a contradicting ``flatten`` is a ValueError naming both (not
+    a shape error inside the policy)."""
+    from procgen_entities.tools.checkpoint import wants_dict_observation
+    from procgen_entities.tools.evaluate import run_episodes, run_levels
+    from procgen_entities.tools.levels import load_levels
+
+    folder = REPO / "checkpoints" / name
+    policy = load_policy(folder, backend="numpy")
+    assert policy.flatten is (name == "coinrun-15m") is not wants_dict_observation(folder)
+    config = Checkpoint.load(folder).env
+    assert len(run_episodes(config, policy, 2, 5).causes) == 2
+    with pytest.raises(ValueError, match=f"flatten={policy.flatten}.*flatten={not policy.flatten}"):
+        run_episodes(config, policy, 2, 5, flatten=not policy.flatten)
+    levels = load_levels([REPO / "docs" / "levels" / "coinrun-saw.txt"])
+    with pytest.raises(ValueError, match="observation"):
+        run_levels(config, policy, levels, 0, flatten=not policy.flatten)
 
 
 def test_sampled_numpy_actions_follow_the_softmax() -> None:

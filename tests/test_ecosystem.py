@@ -288,7 +288,7 @@ def test_evaluate_pins_torch_to_one_thread_and_counts_episodes(
     import torch
     from tqdm import tqdm
 
-    from procgen_entities.tools.checkpoint import Checkpoint, load_policy, wants_dict_observation
+    from procgen_entities.tools.checkpoint import Checkpoint, load_policy
     from procgen_entities.tools.evaluate import main, run_episodes
 
     torch.set_num_threads(2)
@@ -299,7 +299,6 @@ def test_evaluate_pins_torch_to_one_thread_and_counts_episodes(
     assert capsys.readouterr().out.strip().splitlines()[-1].endswith("over 3 episodes")
     folder = REPO / "checkpoints" / "coinrun"
     with tqdm(total=5, file=io.StringIO()) as bar:
-        flat = not wants_dict_observation(folder)  # the grid checkpoint takes dicts
-        run_episodes(Checkpoint.load(folder).env, load_policy(folder), 5, 7, progress=bar,
-                     flatten=flat)  # fmt: skip
+        # the grid checkpoint takes dicts: run_episodes reads the form off the policy
+        run_episodes(Checkpoint.load(folder).env, load_policy(folder), 5, 7, progress=bar)
         assert bar.n == 5

@@ -149,3 +149,46 @@ def test_checkpoint_acts_the_same_on_the_padded_observation(
     proc = subprocess.run(evaluate, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1].endswith("over 4 episodes")
+
+
+@pytest.mark.live
+def test_a_stopped_run_resumes_from_its_rolling_checkpoint(tmp_path: Path) -> None:
+    """A run keeps hyperstate's rolling checkpoint in --out; ``--resume`` continues it (enn-
+    trainer's own state says it restarted from the saved step, and only the missing updates
+    run), appends to metrics.jsonl with a second run record, and the final checkpoint replaces
+    the first one. Reusing the folder without --resume, or resuming nothing, is exit 2."""
+    from enn_trainer import load_checkpoint
+
+    from procgen_entities.tools.enn_policy import ENN_FOLDER
+
+    out = tmp_path / "run"
+    small = ["rollout.num_envs=16", "rollout.steps=32", "optim.bs=256", "optim.update_epochs=1"]
+
+    def train(steps: int, *extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "procgen_entities.train", "bigfish", "--steps", str(steps),
+             "--out", str(out), *extra, *small],
+            capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+
+    first = train(1024)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["latest-step000000001024"]
+    again = train(2048)
+    assert again.returncode == 2 and "--resume" in again.stderr and "Traceback" not in again.stderr
+    resumed = train(2048, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    runs = [i for i, r in enumerate(records) if r["kind"] == "run"]
+    assert [records[i]["resumed_at"] for i in runs] == [0, 1024]
+    updates = [r["step"] for r in records[runs[1] :] if r["kind"] == "update"]
+    assert updates == [1536, 2048]  # from the checkpoint's step: two updates, not four
+    state = load_checkpoint(str(out / "checkpoint" / ENN_FOLDER)).state
+    assert (state.step, state.restart) == (2048, 1)
+    assert json.loads((out / "checkpoint" / "env.json").read_text())["steps"] == 2048
+    empty = subprocess.run(
+        [sys.executable, "-m", "procgen_entities.train", "bigfish", "--resume", "--out",
+         str(tmp_path / "empty")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert empty.returncode == 2 and "no checkpoints/latest-step*" in empty.stderr

@@ -10,8 +10,9 @@ enn-trainer (RogueNet: the only trainer here where an entity takes the action); 
 is evaluated the same way. ``python -m procgen_entities.tools.results --group`` makes the table.
 
 Resumable (a session can stop at any time): an arm whose folder has ``evaluation.json`` is done;
-one with ``checkpoint-<steps>`` folders resumes from the latest (sb3_ppo ``--resume``); one whose
-training finished but not its evaluation is evaluated.
+one with ``checkpoint-<steps>`` folders resumes from the latest (sb3_ppo ``--resume``), an
+enn-trainer one from its rolling ``checkpoints/latest-step<N>`` (``procgen_entities.train
+--resume``); one whose training finished but not its evaluation is evaluated.
 """
 
 from __future__ import annotations
@@ -98,9 +99,12 @@ def command(
         return None
     if (folder / "checkpoint" / "env.json").is_file():
         return evaluate_command(folder, episodes)
-    if extra and extra[0] == "enn:":  # train, then evaluate the checkpoint it saves
+    if extra and extra[0] == "enn:":  # train (resumed where it stopped), then evaluate
+        from procgen_entities.tools.train import resumed_steps  # needs the train extra
+
+        again = ["--resume"] if folder.is_dir() and resumed_steps(folder) is not None else []
         train = [sys.executable, "-m", "procgen_entities.train", game, "--steps", str(steps),
-                 "--seed", str(seed), "--out", str(folder), *extra[1:]]  # fmt: skip
+                 "--seed", str(seed), "--out", str(folder), *again, *extra[1:]]  # fmt: skip
         evaluate = evaluate_command(folder, episodes)
         return ["bash", "-c", f"{shlex.join(train)} && {shlex.join(evaluate)}"]
     resume = latest_checkpoint(folder) if folder.is_dir() else None

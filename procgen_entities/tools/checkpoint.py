@@ -52,6 +52,7 @@ from procgen_entities.tools.numpy_policy import (
 __all__ = [
     "Checkpoint",
     "CheckpointError",
+    "CheckpointPolicy",
     "EnvConfig",
     "NotACheckpoint",
     "PICKLED_FILES",
@@ -406,12 +407,46 @@ def _installed(module: str) -> bool:
         return False
 
 
+class CheckpointPolicy:
+    """A checkpoint's policy: called on a batch of observations, it returns their actions.
+    ``flatten`` is the observation form it reads (``make_env``'s and ``EntityVectorEnv``'s
+    flag), so evaluation builds the env the policy needs without asking the folder again."""
+
+    def __init__(self, act: Callable[[Any], np.ndarray], flatten: bool) -> None:
+        self._act, self.flatten = act, flatten
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        return self._act(obs)
+
+    def __repr__(self) -> str:
+        return f"CheckpointPolicy(flatten={self.flatten})"
+
+
+def _load_enn(folder: Path, checkpoint: Checkpoint, deterministic: bool) -> CheckpointPolicy:
+    """An enn-trainer checkpoint's RogueNet (it reads the padded dict form)."""
+    from procgen_entities.tools.enn_policy import ENN_FOLDER, load_enn_policy
+
+    # hyperstate keeps the state as msgpack and the config as ron (data); its legacy
+    # snapshots hold pickles (loaded only under UNSAFE_DESERIALIZE_PICKLE): refused here.
+    pickled = sorted(str(p.relative_to(folder)) for p in (folder / ENN_FOLDER).rglob("*")
+                     if p.suffix in (".pickle", ".pkl", ".pth", ".pt"))  # fmt: skip
+    if pickled:
+        raise CheckpointError(f"{folder}: pickled files ({', '.join(pickled)}) are not loaded")
+    probe = make_env(checkpoint.env, 1, 0, flatten=False)
+    names = probe.metadata["feature_names"]
+    probe.close()
+    actor = checkpoint.trainer.get("actor", "global")
+    act = load_enn_policy(folder, names, actor, deterministic=deterministic)
+    return CheckpointPolicy(act, flatten=False)
+
+
 def load_policy(
     folder: Path, *, deterministic: bool = True, backend: str = "auto", seed: Optional[int] = None
-) -> Callable[[Any], np.ndarray]:
+) -> CheckpointPolicy:
     """The checkpoint's policy as a function of a batch of observations: flat ones (normalised
-    with the checkpoint's statistics when it was trained so) for SB3, padded dicts for
-    enn-trainer (``wants_dict_observation``).
+    with the checkpoint's statistics when it was trained so) for an SB3 MLP, padded dicts for
+    enn-trainer and the SB3 dict-form policies (``wants_dict_observation``; the returned
+    policy's ``flatten`` says which).
 
     ``backend`` (SB3 checkpoints): "torch" (SB3's own policy), "numpy" (tools/numpy_policy.py,
     no torch needed) or "auto" (torch when torch and SB3 are installed). ``seed``: the numpy
@@ -421,24 +456,16 @@ def load_policy(
     from procgen_entities.tools.enn_policy import ENN_FOLDER
 
     if (folder / ENN_FOLDER).is_dir():
-        from procgen_entities.tools.enn_policy import load_enn_policy
-
-        # hyperstate keeps the state as msgpack and the config as ron (data); its legacy
-        # snapshots hold pickles (loaded only under UNSAFE_DESERIALIZE_PICKLE): refused here.
-        pickled = sorted(str(p.relative_to(folder)) for p in (folder / ENN_FOLDER).rglob("*")
-                         if p.suffix in (".pickle", ".pkl", ".pth", ".pt"))  # fmt: skip
-        if pickled:
-            raise CheckpointError(f"{folder}: pickled files ({', '.join(pickled)}) are not loaded")
-        probe = make_env(checkpoint.env, 1, 0, flatten=False)
-        names = probe.metadata["feature_names"]
-        probe.close()
-        actor = checkpoint.trainer.get("actor", "global")
-        return load_enn_policy(folder, names, actor, deterministic=deterministic)
+        return _load_enn(folder, checkpoint, deterministic)
     spec = read_spec(folder)
     normalize: Callable[[np.ndarray], np.ndarray] = lambda obs: obs  # noqa: E731
     if checkpoint.normalize:
         normalize = load_normalizer(folder)
     multi = spec["format"] == MULTI_SPEC_FORMAT
+    flat = not wants_dict_observation(folder)
+    if flat == multi:  # env.json and policy.json disagree on the form: say so, not a shape error
+        raise CheckpointError(f"{folder}: policy.json is {spec['format']}, but env.json's policy "
+                              f"reads the {'flat' if flat else 'dict'} observation")  # fmt: skip
     numpy_backend = (
         _backend(backend) == "numpy" if not multi else _numpy_multi(folder, spec, backend)
     )
@@ -456,13 +483,13 @@ def load_policy(
         except (KeyError, ValueError, TypeError) as exc:
             raise CheckpointError(f"{folder}: {exc}") from None
         rng = None if deterministic else np.random.default_rng(seed)
-        return lambda obs: mlp.act(normalize(obs), rng)
+        return CheckpointPolicy(lambda obs: mlp.act(normalize(obs), rng), flatten=flat)
     model = build_sb3_policy(spec, _torch_state(folder), space)
 
     def policy(obs: np.ndarray) -> np.ndarray:
         return model.predict(normalize(obs), deterministic=deterministic)[0]  # type: ignore[no-any-return]
 
-    return policy
+    return CheckpointPolicy(policy, flatten=flat)
 
 
 # ---- converting the old pickled format ----

@@ -134,7 +134,6 @@ class _PolicyRollout:
             CheckpointError,
             load_policy,
             make_env,
-            wants_dict_observation,
         )
 
         with contextlib.redirect_stderr(io.StringIO()):  # gym's notice, as in _make_env
@@ -148,8 +147,8 @@ class _PolicyRollout:
                 _check_game_mode(game, mode)
                 config.distribution_mode = mode
             self.policy = load_policy(Path(folder))
-            flat = not wants_dict_observation(Path(folder))
-            level: Dict[str, Any] = {"start_level": seed, "num_levels": 1, "flatten": flat}
+            level: Dict[str, Any] = {"start_level": seed, "num_levels": 1,
+                                     "flatten": self.policy.flatten}  # fmt: skip
             if start is not None:  # the env the state fits (its mode, levels and options)
                 from procgen_entities.state import State
                 from procgen_entities.tools.levels import env_options

@@ -57,7 +57,6 @@ from procgen_entities.tools.checkpoint import (
     EnvConfig,
     load_policy,
     make_env,
-    wants_dict_observation,
 )
 from procgen_entities.tools.levels import (
     ALL_LEVELS_HIGH,
@@ -138,24 +137,41 @@ def death_cause(game: Game, batch: Any, i: int) -> str:
     return "other"
 
 
+def observation_form(policy: Any, flatten: Optional[bool]) -> bool:
+    """The ``flatten`` to build the env with: a policy that declares its form (load_policy's
+    ``CheckpointPolicy.flatten``) gets it, and a contradicting ``flatten`` is a ValueError
+    rather than a shape error deep in the policy; any other policy gets ``flatten`` (None: the
+    flat form, the default of make_env)."""
+    wants = getattr(policy, "flatten", None)
+    if not isinstance(wants, bool):
+        return True if flatten is None else bool(flatten)
+    if flatten is not None and bool(flatten) != wants:
+        form = "flat" if wants else "dict"
+        raise ValueError(f"the policy reads the {form} observation (flatten={wants}), "
+                         f"but flatten={flatten} was passed")  # fmt: skip
+    return wants
+
+
 def run_episodes(
     config: EnvConfig,
     policy: Union[Policy, "BatchedPolicy"],
     episodes: int,
     seed: int,
     *,
-    flatten: bool = True,
+    flatten: Optional[bool] = None,
     progress: Optional[Any] = None,
     batch: int = DEFAULT_BATCH,
 ) -> Episodes:
     """``policy`` (a batch of observations -> actions) for one episode in each of ``episodes``
     envs seeded with ``seed``: the same levels for every policy with the same seed.
+    ``flatten``: the observation form (see observation_form; None: the policy's own).
     ``progress``: a tqdm bar, advanced by every finished episode. At most ``batch`` envs run at
     once; a larger evaluation plays the same levels in batches (each env started on the level
     the ``episodes``-env vec env would give it, see _start_states). A ``BatchedPolicy`` gets
     the indices of each batch; any other policy sees batches of observations."""
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
+    flatten = observation_form(policy, flatten)
     if episodes <= batch:
         # consecutive group seeds: the levels every recorded evaluation was measured on
         env = make_env(config, episodes, seed, flatten=flatten, autoreset_mode="NextStep",
@@ -333,16 +349,17 @@ def run_levels(
     levels: List[Level],
     seed: int,
     *,
-    flatten: bool = True,
+    flatten: Optional[bool] = None,
     progress: Optional[Any] = None,
     batch: int = DEFAULT_BATCH,
 ) -> Episodes:
-    """One episode of ``policy`` from each of ``levels`` (validated), in the checkpoint's
-    observation; up to ``batch`` levels of the same procgen options share one env, restored
-    with reset(options={"states": ...}) (the states hold their RNGs: any batch size plays the
-    same episodes)."""
+    """One episode of ``policy`` from each of ``levels`` (validated), in the observation form
+    ``flatten`` (see observation_form; None: the policy's own); up to ``batch`` levels of the
+    same procgen options share one env, restored with reset(options={"states": ...}) (the
+    states hold their RNGs: any batch size plays the same episodes)."""
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
+    flatten = observation_form(policy, flatten)
     groups: Dict[Tuple[Any, ...], List[int]] = {}
     for i, level in enumerate(levels):
         groups.setdefault(tuple(sorted(env_options(level.state).items())), []).append(i)
@@ -468,8 +485,7 @@ def _prepare(args: argparse.Namespace) -> tuple:
             config.num_levels, config.start_level = 0, 0  # test levels: the full distribution
         policy = load_policy(args.checkpoint, deterministic=not args.sampled,
                              backend=args.backend, seed=args.seed)  # fmt: skip
-        flat = not wants_dict_observation(args.checkpoint)
-        make_env(config, 1, args.seed, flatten=flat).close()  # env.json's keywords are valid
+        make_env(config, 1, args.seed, flatten=policy.flatten).close()  # env.json's keywords
     except ImportError as exc:
         _fail(f"{args.checkpoint} needs a package that is not installed ({exc})")
     except (CheckpointError, ValueError, TypeError) as exc:
@@ -493,10 +509,8 @@ def _read_levels(folder: Path, game: str) -> List[Level]:
 
 def _main_levels(args: argparse.Namespace, config: EnvConfig, policy: Policy, label: str) -> int:
     levels = _read_levels(args.levels, config.game)
-    flat = not wants_dict_observation(args.checkpoint)
     with tqdm(total=len(levels), unit="episode", disable=None) as bar:
-        result = run_levels(config, policy, levels, args.seed, flatten=flat, progress=bar,
-                            batch=args.batch)  # fmt: skip
+        result = run_levels(config, policy, levels, args.seed, progress=bar, batch=args.batch)
     print(f"{config.game}, {label}, {len(levels)} levels from {args.levels}")
     width = max(24, *(len(level.name) for level in levels))
     print(f"{'level':{width}s} {'end':>10s} {'return':>8s} {'steps':>6s}")
@@ -523,11 +537,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     label = f"checkpoint ({'sampled' if args.sampled else 'greedy'}, {checkpoint.steps:,} steps)"
     if args.levels is not None:
         return _main_levels(args, config, policy, label)
-    flat = not wants_dict_observation(args.checkpoint)
     policies = 1 + (len(ACTION_LABELS) + 1 + (config.game in SCRIPTED)) * (args.baselines == "all")
     with tqdm(total=policies * args.episodes, unit="episode", disable=None) as bar:
-        results = {label: run_episodes(config, policy, args.episodes, args.seed, flatten=flat,
-                                       progress=bar, batch=args.batch)}  # fmt: skip
+        results = {label: run_episodes(config, policy, args.episodes, args.seed, progress=bar,
+                                       batch=args.batch)}  # fmt: skip
         if args.baselines == "all":
             results.update(baselines(config, args.episodes, args.seed, bar, args.batch))
     summaries = {name: r.summary() for name, r in results.items()}

@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -75,6 +77,9 @@ SMOKE_OVERRIDES = [
     "optim.update_epochs=1",
 ]
 SMOKE_STEPS = 4096
+#: hyperstate's rolling checkpoint of the run (``latest-step<N>``, rewritten at every update):
+#: what ``--resume`` continues from after a session stops.
+RESUME_FOLDER = "checkpoints"
 
 
 def trainer_overrides(game: str, steps: int, seed: int, smoke: bool, extra: List[str]) -> List[str]:
@@ -210,6 +215,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         help="tilemap entities (default: the game's; seed-style envs have none)",
     )
     parser.add_argument("--out", default=None, help="run folder (default runs/GAME-SEED-TIME)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in --out from its latest checkpoint")  # fmt: skip
     parser.add_argument("--actor", default="global", choices=["global", "player"],
                         help="the entity that takes the action")  # fmt: skip
     parser.add_argument(
@@ -229,7 +236,23 @@ def _usage_error(args: argparse.Namespace) -> Optional[str]:
     bad = [o for o in args.overrides if "=" not in o]
     if bad:
         return f"overrides must look like field.path=value, got {bad}"
+    if args.resume and (args.out is None or args.random_policy or args.smoke):
+        return "--resume continues the run in --out (not with --smoke or --random-policy)"
+    if args.out is not None and not args.resume and resumed_steps(Path(args.out)) is not None:
+        return f"{args.out} holds a run's checkpoints: pass --resume, or another --out"
+    if args.resume and resumed_steps(Path(args.out)) is None:
+        return f"--resume: {args.out} has no {RESUME_FOLDER}/latest-step* checkpoint"
     return None
+
+
+def resumed_steps(out_dir: Path) -> Optional[int]:
+    """The env steps of the run's rolling checkpoint in ``out_dir`` (None: there is none)."""
+    found = []
+    for path in (out_dir / RESUME_FOLDER).glob("latest-step*"):
+        match = re.fullmatch(r"latest-step(\d+)", path.name)
+        if match and (path / "state.ron").is_file():
+            found.append(int(match.group(1)))
+    return max(found) if found else None
 
 
 def _run_settings(args: argparse.Namespace) -> Tuple[GameDefaults, int, Path, List[str]]:
@@ -249,9 +272,12 @@ def _run_settings(args: argparse.Namespace) -> Tuple[GameDefaults, int, Path, Li
     return defaults, steps, out_dir, overrides
 
 
-def _progress_manager(base: Any, loggers: List[EpisodeLogger], metrics: TextIO, bar: Any) -> Any:
+def _progress_manager(
+    base: Any, loggers: List[EpisodeLogger], metrics: TextIO, bar: Any, resumed: int = 0
+) -> Any:
     """A hyperstate StateManager class (``base``) that logs an update record and moves the bar
-    at every step() (enn-trainer calls it once per update, after logging)."""
+    at every step() (enn-trainer calls it once per update, after logging). ``resumed``: the
+    steps the run had before this process (its steps/s counts only this process's)."""
     started = time.perf_counter()
 
     class Progress(base):  # type: ignore[misc, valid-type]
@@ -262,7 +288,7 @@ def _progress_manager(base: Any, loggers: List[EpisodeLogger], metrics: TextIO, 
             recent = loggers[0].recent if loggers else []
             record = {
                 "kind": "update", "step": done, "seconds": round(elapsed, 2),
-                "steps_per_second": round(done / max(elapsed, 1e-9), 1),
+                "steps_per_second": round((done - resumed) / max(elapsed, 1e-9), 1),
                 "mean_return": float(np.mean(recent)) if recent else None,
                 "episodes": len(recent),
             }  # fmt: skip
@@ -293,28 +319,24 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     torch.set_num_threads(1)
     defaults, steps, out_dir, overrides = _run_settings(args)
-    metrics = open(out_dir / "metrics.jsonl", "w", buffering=1)
-    meta = {
-        "kind": "run", "game": args.game, "seed": args.seed,
-        "env": args.env + (", random policy" if args.random_policy else ""),
-        "tilemap": defaults.tilemap, "r_min": defaults.r_min, "r_max": defaults.r_max,
-        "overrides": overrides, "actor": args.actor,
-    }  # fmt: skip
-    metrics.write(json.dumps(meta) + "\n")
+    done = resumed_steps(out_dir) if args.resume else 0
+    assert done is not None  # _usage_error checked it
+    metrics = _open_metrics(args, out_dir / "metrics.jsonl", defaults, overrides, done)
     loggers: List[EpisodeLogger] = []
 
     def factory(cfg: Any, num_envs: int, processes: int, first_env_index: int) -> EpisodeLogger:
-        # first_env_index is not a seed (always 0 without xprun): seed from the run instead.
+        # first_env_index is not a seed (always 0 without xprun): seed from the run instead,
+        # and a resumed run from its steps too (new levels, not the first ones again)
+        seed = args.seed + 1000 * len(loggers) + done
         env = EpisodeLogger(
-            make_env(
-                args.env, args.game, num_envs, args.seed + 1000 * len(loggers), defaults, args.actor
-            ),  # fmt: skip
-            metrics,
+            make_env(args.env, args.game, num_envs, seed, defaults, args.actor), metrics
         )
+        env.steps = done
         loggers.append(env)
         return env
 
-    bar = tqdm(total=steps, unit="step", desc=f"{args.game} ({args.env})", file=sys.stderr)
+    bar = tqdm(total=steps, initial=done, unit="step", desc=f"{args.game} ({args.env})",
+               file=sys.stderr)  # fmt: skip
     if args.random_policy:
         try:
             run_random_policy(factory(None, 64, 1, 0), steps, metrics, bar, args.seed)
@@ -323,8 +345,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             metrics.close()
         print(f"metrics: {out_dir / 'metrics.jsonl'}")
         return 0
-    progress = _progress_manager(StateManager, loggers, metrics, bar)
-    sm = progress(TrainConfig, State, init_train_state, init_path=None, overrides=overrides)
+    progress = _progress_manager(StateManager, loggers, metrics, bar, done)
+    # hyperstate loads the latest checkpoint of checkpoint_dir (config and state: weights,
+    # optimiser, step) when there is one, and rewrites it at every update
+    sm = progress(TrainConfig, State, init_train_state, init_path=None, overrides=overrides,
+                  checkpoint_dir=out_dir / RESUME_FOLDER)  # fmt: skip
     try:
         train(sm, factory)
     finally:
@@ -336,6 +361,22 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"checkpoint: {out_dir / 'checkpoint'}")
     print(f"metrics: {out_dir / 'metrics.jsonl'}")
     return 0
+
+
+def _open_metrics(
+    args: argparse.Namespace, path: Path, defaults: GameDefaults, overrides: List[str], done: int
+) -> TextIO:
+    """metrics.jsonl, started with the run record (a resumed run appends one more, with
+    ``resumed_at``, as sb3_ppo does)."""
+    metrics = open(path, "a" if done else "w", buffering=1)
+    meta = {
+        "kind": "run", "game": args.game, "seed": args.seed,
+        "env": args.env + (", random policy" if args.random_policy else ""),
+        "tilemap": defaults.tilemap, "r_min": defaults.r_min, "r_max": defaults.r_max,
+        "overrides": overrides, "actor": args.actor, "resumed_at": done,
+    }  # fmt: skip
+    metrics.write(json.dumps(meta) + "\n")
+    return metrics
 
 
 def save_checkpoint(
@@ -351,4 +392,6 @@ def save_checkpoint(
     trainer = {"trainer": "enn-trainer PPO RogueNet", "seed": args.seed, "actor": args.actor,
                "overrides": overrides}  # fmt: skip
     Checkpoint(env=env, steps=steps, trainer=trainer).save(folder)
+    if (folder / ENN_FOLDER).is_dir():  # a resumed run's earlier final checkpoint: replaced
+        shutil.rmtree(folder / ENN_FOLDER)
     sm.checkpoint(str(folder / ENN_FOLDER))
