@@ -53,7 +53,11 @@ demo)
     install_package ""
     shift || true
     GAME=${1:-coinrun}
-    if [ -f "checkpoints/$GAME/policy.json" ]; then
+    # an enn-trainer checkpoint (RogueNet, checkpoints/GAME/enn) needs the train extra's torch
+    if [ -d "checkpoints/$GAME/enn" ] && ! "$VENV/bin/python" -c "import enn_trainer" 2>/dev/null; then
+        echo "run.sh: checkpoints/$GAME is enn-trainer's RogueNet, which needs the train extra" \
+            "(PYTHON=$VENV/bin/python bash docs/train-install.sh); showing the entities" >&2
+    elif [ -f "checkpoints/$GAME/env.json" ]; then
         exec "$VENV/bin/python" -m procgen_entities.dump "$GAME" --policy "checkpoints/$GAME" \
             --watch --delay 0.08 --seed "${SEED:-$RANDOM}"
     fi

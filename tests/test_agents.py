@@ -133,15 +133,23 @@ def test_the_trained_games_have_committed_checkpoints() -> None:
 @pytest.mark.parametrize("folder", CHECKPOINTS, ids=lambda p: p.name)
 def test_committed_checkpoints_still_play_their_game(folder: Path) -> None:
     """A committed checkpoint rebuilds its env from env.json, whose observation must still have
-    the shape its policy was trained on (an observation change breaks this test), and plays."""
-    pytest.importorskip("stable_baselines3")
+    the shape its policy was trained on (an observation change breaks this test), and plays.
+    SB3 checkpoints are the data format's files; an enn-trainer one (RogueNet) is env.json and
+    hyperstate's checkpoint in enn/."""
     from procgen_entities.tools.checkpoint import Checkpoint, load_policy, wants_dict_observation
+    from procgen_entities.tools.enn_policy import ENN_FOLDER
 
+    enn = (folder / ENN_FOLDER).is_dir()
+    pytest.importorskip("enn_trainer" if enn else "stable_baselines3")
     checkpoint = Checkpoint.load(folder)
     policy = load_policy(folder)
-    files = {p.name for p in folder.iterdir()}
-    normalizer = "normalizer-dict.npz" if checkpoint.env.grid else "normalizer.npz"
-    assert files == {"env.json", "policy.json", "policy.pt", "policy.npz", normalizer}
+    files = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+    if enn:
+        hyperstate = ("config.ron", "state.ron", "state.agent.msgpack", "state.optimizer.msgpack")
+        assert files == {"env.json", *(f"{ENN_FOLDER}/{name}" for name in hyperstate)}
+    else:
+        normalizer = "normalizer-dict.npz" if checkpoint.env.grid else "normalizer.npz"
+        assert files == {"env.json", "policy.json", "policy.pt", "policy.npz", normalizer}
     assert policy.flatten is not wants_dict_observation(folder)
     episodes = run_episodes(checkpoint.env, policy, 8, seed=3)  # in the policy's form
     assert len(episodes.causes) == 8 and all(episodes.causes)

@@ -25,9 +25,9 @@ from procgen_entities.tools.checkpoint import (
 from procgen_entities.tools.numpy_policy import MlpPolicy, Normalizer, read_npz
 
 REPO = Path(__file__).resolve().parents[1]
-CHECKPOINTS = [
-    REPO / "checkpoints" / g for g in ("coinrun", "coinrun-15m", "ninja", "climber", "bigfish")
-]
+#: The committed SB3 checkpoints (the data format); checkpoints/bigfish is enn-trainer's RogueNet
+#: (tests/test_agents.py plays every committed one).
+CHECKPOINTS = [REPO / "checkpoints" / g for g in ("coinrun", "coinrun-15m", "ninja", "climber")]
 #: The committed flat-MLP checkpoint (normalizer.npz, one flat observation): the old formats
 #: the converter and the error tests start from are of this kind.
 FLAT_COINRUN = REPO / "checkpoints" / "coinrun-15m"

@@ -48,10 +48,25 @@ class Run:
             policy += " + grid"
         if meta.get("policy") and meta.get("gamma", 0.99) != 0.99:
             policy += f", gamma {meta['gamma']}"
+        if meta.get("policy") and meta.get("ent_coef", [0.01, 0.01]) != [0.01, 0.01]:
+            low, high = meta["ent_coef"]
+            policy += f", entropy {low}" + (f":{high}" if high != low else "")
+        if meta.get("policy") == "mlp" and meta.get("net", "256,256") != "256,256":
+            policy += f", net {meta['net']}"
+        policy += "".join(f", {o}" for o in _user_overrides(meta))
         return (
             f"{meta.get('game')} ({meta.get('env', 'fast')}, {tiles}{train_on}{policy}, "
             f"seed {meta.get('seed')})"
         )
+
+
+def _user_overrides(meta: Dict[str, Any]) -> List[str]:
+    """An enn-trainer run's own overrides: tools/train.py puts them after its defaults, whose
+    last is ``env.id=...`` (the run folder and time limit are not settings of the recipe)."""
+    overrides = [str(o) for o in meta.get("overrides", [])]
+    ids = [i for i, o in enumerate(overrides) if o.startswith("env.id=")]
+    tail = overrides[ids[-1] + 1 :] if ids else []
+    return [o for o in tail if not o.startswith(("data_dir=", "max_train_time="))]
 
 
 def _steps_per_second(update: Dict[str, Any], meta: Dict[str, Any]) -> float:
