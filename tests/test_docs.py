@@ -32,12 +32,16 @@ def test_every_game_was_trained_for_two_million_steps() -> None:
         assert run.steps[-1] >= 1_990_000 and run.meta["env"] == "fast"
 
 
-AGENT_RUNS = sorted((DOCS / "runs" / "agents").glob("*/metrics.jsonl.gz")) + sorted(
-    (DOCS / "runs" / "policy-ninja").glob("*/metrics.jsonl.gz")
+AGENT_RUNS = [
+    path
+    for folder in ("agents", "policy-ninja", "policy-bigfish")
+    for path in sorted((DOCS / "runs" / folder).glob("*/metrics.jsonl.gz"))
+]
+
+
+@pytest.mark.parametrize(
+    "path", AGENT_RUNS, ids=[f"{p.parent.parent.name}/{p.parent.name}" for p in AGENT_RUNS]
 )
-
-
-@pytest.mark.parametrize("path", AGENT_RUNS, ids=[p.parent.name for p in AGENT_RUNS])
 def test_agent_curve_rows_come_from_the_metrics(path: Path) -> None:
     row = summary_table([load_run(path)]).splitlines()[-1]
     assert row in (DOCS / "training.md").read_text(), f"{path.parent.name}: {row}"
@@ -55,7 +59,8 @@ def test_agent_evaluations_in_the_docs_are_the_checked_in_ones(game: str) -> Non
 
 
 @pytest.mark.parametrize(
-    ("folder", "runs"), [("ablations", 12), ("climber-tilemap", 4), ("policy-ninja", 9)]
+    ("folder", "runs"),
+    [("ablations", 12), ("climber-tilemap", 4), ("policy-ninja", 9), ("policy-bigfish", 4)],
 )
 def test_the_ablation_tables_come_from_the_runs(
     folder: str, runs: int, capsys: pytest.CaptureFixture

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +67,8 @@ def _user_overrides(meta: Dict[str, Any]) -> List[str]:
     overrides = [str(o) for o in meta.get("overrides", [])]
     ids = [i for i, o in enumerate(overrides) if o.startswith("env.id=")]
     tail = overrides[ids[-1] + 1 :] if ids else []
-    return [o for o in tail if not o.startswith(("data_dir=", "max_train_time="))]
+    kept = [o for o in tail if not o.startswith(("data_dir=", "max_train_time="))]
+    return [re.sub(r"^(net|optim|ppo)\.", "", o) for o in kept]  # d_model=16, lr=0.01, ...
 
 
 def _steps_per_second(update: Dict[str, Any], meta: Dict[str, Any]) -> float:
@@ -195,11 +197,12 @@ def plot_runs(runs: Sequence[Run], out: Path, window: int = 500) -> None:
         ax.set_title(f"{game} (easy)")
         ax.set_xlabel("env steps")
         ax.set_ylabel(f"episodic return (mean of last {window} episodes)")
-        ax.legend(fontsize=7, loc="lower right")
+        # under the panel: long labels covered the curves (savefig grows the canvas for it)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
         ax.grid(alpha=0.3)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=110, bbox_inches="tight")  # the canvas grows to hold the legends
     plt.close(fig)
 
 
