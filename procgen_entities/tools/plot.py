@@ -185,7 +185,7 @@ def plot_runs(runs: Sequence[Run], out: Path, window: int = 500) -> None:
     import matplotlib.pyplot as plt
 
     games = list(dict.fromkeys(str(r.meta.get("game")) for r in runs))
-    fig, axes = plt.subplots(1, len(games), figsize=(5 * len(games), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(games), figsize=(6.5 * len(games), 4.2), squeeze=False)
     for ax, game in zip(axes[0], games):
         game_runs = [r for r in runs if r.meta.get("game") == game]
         for run in game_runs:
@@ -198,7 +198,7 @@ def plot_runs(runs: Sequence[Run], out: Path, window: int = 500) -> None:
         ax.set_xlabel("env steps")
         ax.set_ylabel(f"episodic return (mean of last {window} episodes)")
         # under the panel: long labels covered the curves (savefig grows the canvas for it)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.35), frameon=False)
         ax.grid(alpha=0.3)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
