@@ -178,7 +178,11 @@ def wants_dict_observation(folder: Path) -> bool:
 
     if (Path(folder) / ENN_FOLDER).is_dir():
         return True
-    checkpoint = Checkpoint.load(Path(folder))
+    return _sb3_reads_dicts(Checkpoint.load(Path(folder)))
+
+
+def _sb3_reads_dicts(checkpoint: Checkpoint) -> bool:
+    """An SB3 checkpoint's policy reads the dict form (the grid, or the entity encoder)."""
     return checkpoint.env.grid or checkpoint.trainer.get("policy", "mlp") == "attention"
 
 
@@ -462,7 +466,7 @@ def load_policy(
     if checkpoint.normalize:
         normalize = load_normalizer(folder)
     multi = spec["format"] == MULTI_SPEC_FORMAT
-    flat = not wants_dict_observation(folder)
+    flat = not _sb3_reads_dicts(checkpoint)  # env.json is read once, above
     if flat == multi:  # env.json and policy.json disagree on the form: say so, not a shape error
         raise CheckpointError(f"{folder}: policy.json is {spec['format']}, but env.json's policy "
                               f"reads the {'flat' if flat else 'dict'} observation")  # fmt: skip

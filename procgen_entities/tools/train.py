@@ -90,14 +90,15 @@ def trainer_overrides(game: str, steps: int, seed: int, smoke: bool, extra: List
 
 
 class EpisodeLogger(VecEnv):
-    """A pass-through VecEnv that writes every finished episode to a JSONL file."""
+    """A pass-through VecEnv that writes every finished episode to a JSONL file. ``steps``: the
+    env steps before it (a resumed run's), from which its records count on."""
 
-    def __init__(self, env: VecEnv, out: TextIO) -> None:
+    def __init__(self, env: VecEnv, out: TextIO, steps: int = 0) -> None:
         self.env = env
         self.out = out
         self.returns = np.zeros(len(env), dtype=np.float64)
         self.lengths = np.zeros(len(env), dtype=np.int64)
-        self.steps = 0
+        self.steps = steps
         self.recent: List[float] = []
 
     def obs_space(self) -> ObsSpace:
@@ -238,9 +239,10 @@ def _usage_error(args: argparse.Namespace) -> Optional[str]:
         return f"overrides must look like field.path=value, got {bad}"
     if args.resume and (args.out is None or args.random_policy or args.smoke):
         return "--resume continues the run in --out (not with --smoke or --random-policy)"
-    if args.out is not None and not args.resume and resumed_steps(Path(args.out)) is not None:
+    found = resumed_steps(Path(args.out)) if args.out is not None else None
+    if found is not None and not args.resume:
         return f"{args.out} holds a run's checkpoints: pass --resume, or another --out"
-    if args.resume and resumed_steps(Path(args.out)) is None:
+    if args.resume and found is None:
         return f"--resume: {args.out} has no {RESUME_FOLDER}/latest-step* checkpoint"
     return None
 
@@ -329,9 +331,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         # and a resumed run from its steps too (new levels, not the first ones again)
         seed = args.seed + 1000 * len(loggers) + done
         env = EpisodeLogger(
-            make_env(args.env, args.game, num_envs, seed, defaults, args.actor), metrics
+            make_env(args.env, args.game, num_envs, seed, defaults, args.actor), metrics, done
         )
-        env.steps = done
         loggers.append(env)
         return env
 
