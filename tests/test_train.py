@@ -80,15 +80,21 @@ def test_random_policy_baseline_writes_episodes(tmp_path: Path) -> None:
     assert len(run.returns) > 0 and run.steps[-1] <= 8192 + 64 * 64
 
 
-def test_tensorboard_logs_go_into_the_run_folder(tmp_path: Path) -> None:
+def test_tensorboard_logs_go_into_the_run_folder_and_records_keep_no_paths(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "procgen_entities.train", "coinrun", "--smoke", "--out", str(out)],
+        [sys.executable, "-m", "procgen_entities.train", "coinrun", "--smoke", "--out", str(out),
+         "ppo.ent_coef=0.02"],
         capture_output=True, text=True, timeout=240, cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert list(out.glob("runs/*/events.out.tfevents.*")), sorted(map(str, tmp_path.rglob("*")))
     assert not (tmp_path / '"').exists()  # a quoted data_dir once made a folder named '"'
+    # the records keep the recipe, not where this machine put the run
+    for record in (out / "metrics.jsonl", out / "checkpoint" / "env.json"):
+        assert str(tmp_path) not in record.read_text(), record
+    run = load_run(out / "metrics.jsonl")
+    assert run.meta["user_overrides"] == ["ppo.ent_coef=0.02"] and "ent_coef=0.02" in run.label
 
 
 @pytest.mark.live

@@ -62,12 +62,16 @@ class Run:
 
 
 def _user_overrides(meta: Dict[str, Any]) -> List[str]:
-    """An enn-trainer run's own overrides: tools/train.py puts them after its defaults, whose
-    last is ``env.id=...`` (the run folder and time limit are not settings of the recipe)."""
-    overrides = [str(o) for o in meta.get("overrides", [])]
-    ids = [i for i, o in enumerate(overrides) if o.startswith("env.id=")]
-    tail = overrides[ids[-1] + 1 :] if ids else []
-    kept = [o for o in tail if not o.startswith(("data_dir=", "max_train_time="))]
+    """An enn-trainer run's own overrides: ``user_overrides`` in its record; runs from before
+    that field found by place, after tools/train.py's defaults, whose last is ``env.id=...``
+    (the run folder and time limit are not settings of the recipe)."""
+    if "user_overrides" in meta:
+        kept = [str(o) for o in meta["user_overrides"]]
+    else:
+        overrides = [str(o) for o in meta.get("overrides", [])]
+        ids = [i for i, o in enumerate(overrides) if o.startswith("env.id=")]
+        tail = overrides[ids[-1] + 1 :] if ids else []
+        kept = [o for o in tail if not o.startswith(("data_dir=", "max_train_time="))]
     return [re.sub(r"^(net|optim|ppo)\.", "", o) for o in kept]  # d_model=16, lr=0.01, ...
 
 

@@ -257,6 +257,16 @@ def resumed_steps(out_dir: Path) -> Optional[int]:
     return max(found) if found else None
 
 
+# where this machine put the run and for how long: not settings of the recipe, and a record that
+# holds them would carry one machine's absolute paths into committed files
+MACHINE_OVERRIDES = ("data_dir=", "max_train_time=")
+
+
+def recorded_overrides(overrides: List[str]) -> List[str]:
+    """The trainer overrides a run records (metrics, env.json): all but MACHINE_OVERRIDES."""
+    return [o for o in overrides if not o.startswith(MACHINE_OVERRIDES)]
+
+
 def _run_settings(args: argparse.Namespace) -> Tuple[GameDefaults, int, Path, List[str]]:
     """(the game's env settings with --tilemap applied, steps, the run folder (made), the
     trainer's overrides)."""
@@ -374,7 +384,8 @@ def _open_metrics(
         "kind": "run", "game": args.game, "seed": args.seed,
         "env": args.env + (", random policy" if args.random_policy else ""),
         "tilemap": defaults.tilemap, "r_min": defaults.r_min, "r_max": defaults.r_max,
-        "overrides": overrides, "actor": args.actor, "resumed_at": done,
+        "overrides": recorded_overrides(overrides), "user_overrides": args.overrides,
+        "actor": args.actor, "resumed_at": done,
     }  # fmt: skip
     metrics.write(json.dumps(meta) + "\n")
     return metrics
@@ -390,8 +401,14 @@ def save_checkpoint(
     from procgen_entities.tools.enn_policy import ENN_FOLDER
 
     env = EnvConfig(game=args.game, tilemap=defaults.tilemap, **procgen_options(defaults))
-    trainer = {"trainer": "enn-trainer PPO RogueNet", "seed": args.seed, "actor": args.actor,
-               "overrides": overrides}  # fmt: skip
+    trainer = {
+        "trainer": "enn-trainer PPO RogueNet",
+        "seed": args.seed,
+        "actor": args.actor,
+        "overrides": recorded_overrides(overrides),
+        "user_overrides": args.overrides,
+    }
+
     Checkpoint(env=env, steps=steps, trainer=trainer).save(folder)
     if (folder / ENN_FOLDER).is_dir():  # a resumed run's earlier final checkpoint: replaced
         shutil.rmtree(folder / ENN_FOLDER)
