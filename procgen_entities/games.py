@@ -178,6 +178,12 @@ class Game:
     #: Entity features that are lookups rather than record fields, by feature name (one
     #: definition per name across the games: features.DERIVED_ENTITY_FEATURES).
     derived_features: Mapping[str, DerivedFeature] = field(default_factory=dict)
+    #: Values procgen's own code reaches that the recorded rollouts (value_ranges.json, played
+    #: by a scripted policy) may never show, read from the game's source: a range key
+    #: ("trailer.coin_quota", "scalar.reward", ...) -> (lo, hi). restore.py accepts the union
+    #: of these and the measured ranges, so a real state of a rare level or of good play is
+    #: never refused.
+    reachable: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name, kind in self.trailer:
@@ -400,6 +406,9 @@ _GAME_LIST = [
         tiles={"Wall": (15, 16)},
         out_of_bounds_tile=15,
         global_features=("on_ground", "coins_left"),
+        # climber.cpp:172-175: difficulty 0-2 makes up to (2+1)^2+1 = 10 platforms; 219-222:
+        # at most one coin on each; 95: one per coin collected (the rollouts saw 1-8 and 0-1)
+        reachable={"trailer.coin_quota": (1, 10), "trailer.coins_collected": (0, 10)},
         platformer=True,
         support=Support(),
         hazards=("Enemy",),  # climber.cpp:88-92

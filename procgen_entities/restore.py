@@ -135,6 +135,8 @@ def _check_ranges(batch: StateBatch, game: str) -> None:
                               "states", key)  # fmt: skip
             return
         lo, hi = _allowed(ranges[key][0], ranges[key][1], is_int, horizon)
+        if key in info.reachable:  # what the game's source reaches beyond the rollouts
+            lo, hi = min(lo, info.reachable[key][0]), max(hi, info.reachable[key][1])
         bad = np.flatnonzero(~((values >= lo) & (values <= hi)))
         if len(bad):
             raise _refuse(int(state_of(bad[0])), f"{key} = {values[bad[0]]} is outside the values "

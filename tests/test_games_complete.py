@@ -60,6 +60,8 @@ def test_value_ranges_cover_the_declaration(name: str) -> None:
     tile_ids = {t for ids in game.tiles.values() for t in ids}
     assert set(recorded["tiles"]) <= tile_ids | {SPACE_TILE}
     assert set(default_caps(name)) == set(game.entity_types.values())
+    for key, (lo, hi) in game.reachable.items():  # the source's ranges only widen the measured
+        assert key in ranges and lo <= ranges[key][0] and ranges[key][1] <= hi, key
 
 
 @pytest.mark.parametrize("name", GAME_NAMES)

@@ -269,3 +269,21 @@ def test_trial_restore_works_when_sigchld_is_ignored(sigchld: str) -> None:
     assert re.fullmatch(crashed + " the restored states", out.pop("crash")), out
     failed = "procgen failed on the restored states"
     assert out == {"real": "accepted", "fail": failed, "same": True}
+
+
+def test_a_real_state_of_a_rare_level_restores() -> None:
+    """Climber level 455 has 9 coins, more than the recorded rollouts ever saw (1-8, in 3 of
+    the first 2,000 levels): the game's declared reachable range (climber.cpp) lets its real
+    state through, where the measured range alone refused it (the evaluation's start states
+    once did)."""
+    from procgen_entities import get_game, parse_state
+
+    with ProcgenVecEnv(
+        "climber", 1, seed=0, start_level=455, num_levels=1, distribution_mode="easy"
+    ) as env:
+        env.reset(env.obs_space())
+        saved = env.get_states()
+        assert parse_state(saved[0]).extras["coin_quota"] == 9
+        assert get_game("climber").reachable["trailer.coin_quota"][1] >= 9
+        env.set_states(saved)
+        assert env.get_states() == saved
