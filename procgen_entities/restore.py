@@ -72,7 +72,14 @@ EXACT_INT_SPAN = 64
 #: WATER = 3).
 CHASER_WALL = 5
 LEAPER_ROAD, LEAPER_WATER = 2, 3
+#: A trial restore's child has hung when it has run this many CPU seconds without a verdict
+#: (procgen's hangs spin): CPU time, not wall time, so that a busy machine, which slows the
+#: child without making it spin longer, never turns a good batch into "procgen hung" (an
+#: evaluation beside two training runs was refused so). Where the child's CPU time cannot be
+#: read (no /proc) the wall clock counts instead.
 PROBE_TIMEOUT_S = 30.0
+#: The wall-clock bound on a child that sleeps instead of spinning (a deadlock; never seen).
+PROBE_WALL_LIMIT_S = 600.0
 PROBE_COPIES = 3
 
 
@@ -272,7 +279,7 @@ def _probe(game: str, states: Sequence[bytes], options: Dict[str, Any], steps: i
             os._exit(code)
     os.close(report_fd)
     try:
-        verdict = _read_verdict(verdict_fd, time.monotonic() + PROBE_TIMEOUT_S)
+        verdict = _read_verdict(verdict_fd, pid)
     finally:
         os.close(verdict_fd)
     if verdict is None:
@@ -289,15 +296,30 @@ def _probe(game: str, states: Sequence[bytes], options: Dict[str, Any], steps: i
         raise _refuse(0, "procgen failed on the restored states", "set_state")
 
 
-def _read_verdict(fd: int, deadline: float) -> Optional[bytes]:
-    """The child's one-byte verdict, b"" if it died without one, None if the deadline passed."""
+def _read_verdict(fd: int, pid: int) -> Optional[bytes]:
+    """The child's one-byte verdict, b"" if it died without one, None once it has hung: spent
+    PROBE_TIMEOUT_S of CPU time (of wall time, where that is unreadable) or PROBE_WALL_LIMIT_S
+    of wall time without one."""
+    started = time.monotonic()
     while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
+        wall = time.monotonic() - started
+        cpu = _cpu_seconds(pid)
+        if wall >= PROBE_WALL_LIMIT_S or (wall if cpu is None else cpu) >= PROBE_TIMEOUT_S:
             return None
-        ready, _, _ = select.select([fd], [], [], left)
+        ready, _, _ = select.select([fd], [], [], 0.25)
         if ready:
             return os.read(fd, 1)
+
+
+def _cpu_seconds(pid: int) -> Optional[float]:
+    """CPU seconds process ``pid`` has run (utime + stime, /proc/PID/stat fields 14 and 15),
+    or None where /proc does not say (not Linux; the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()  # the name may hold spaces or ')'
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _reap(pid: int, deadline: float) -> Optional[int]:

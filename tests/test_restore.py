@@ -287,3 +287,79 @@ def test_a_real_state_of_a_rare_level_restores() -> None:
         assert get_game("climber").reachable["trailer.coin_quota"][1] >= 9
         env.set_states(saved)
         assert env.get_states() == saved
+
+
+def test_a_slowed_probe_is_not_taken_for_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trial restore's child is stopped (SIGSTOP) for 3 s, as a busy machine slows it,
+    with a hang limit of 1 s: the limit counts the child's CPU time, so the good batch is still
+    accepted (on wall time it was refused as "procgen hung")."""
+    import threading
+
+    from procgen_entities import restore
+
+    monkeypatch.setattr(restore, "PROBE_TIMEOUT_S", 1.0)
+    parent, stopped = os.getpid(), []
+
+    def stop_the_child() -> None:
+        import signal
+        import time
+
+        for _ in range(2000):
+            for pid in _children(parent):
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+                time.sleep(3.0)
+                os.kill(pid, signal.SIGCONT)
+                return
+            time.sleep(0.001)
+
+    with ProcgenVecEnv("coinrun", 2, seed=1) as env:
+        env.reset(env.obs_space())
+        saved = env.get_states()
+        thread = threading.Thread(target=stop_the_child)
+        thread.start()
+        env.set_states(saved)  # the trial restore's child is the one process this one forks
+        thread.join()
+        assert stopped, "the probe's child was not seen"
+        assert env.get_states() == saved
+
+
+def test_a_spinning_child_is_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child that spins without a verdict is taken for hung once it has run the limit's CPU
+    seconds."""
+    import signal
+    import time
+
+    from procgen_entities import restore
+
+    monkeypatch.setattr(restore, "PROBE_TIMEOUT_S", 0.5)
+    verdict_fd, report_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        while True:
+            pass
+    started = time.monotonic()
+    try:
+        assert restore._read_verdict(verdict_fd, pid) is None
+        assert time.monotonic() - started < 30
+        assert (restore._cpu_seconds(pid) or 0.0) >= 0.5
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(verdict_fd)
+        os.close(report_fd)
+
+
+def _children(parent: int) -> List[int]:
+    """The live child processes of ``parent`` (Linux /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == parent and fields[0] != b"Z":
+                found.append(int(entry))
+    return found
