@@ -294,6 +294,16 @@ _GAME_LIST = [
         entity_types={0: "Player", 2: "Fish"},
         features=("x", "y", "vx", "vy", "rx"),
         global_features=("fish_eaten",),
+        # bigfish.cpp:96-100: fish_eaten reaching FISH_QUOTA = 30 (16) completes with +10 on top
+        # of that step's fish (52, +1 each), so fish_eaten is 0-29; game.cpp:96-109 keeps that
+        # reward and level_complete through the reset, 137-140 copy it to last_reward (10 + the
+        # 5 fish in one step the padding already takes; the rollouts never completed a level)
+        reachable={
+            "scalar.level_complete": (0, 1),
+            "scalar.reward": (0, 15),
+            "scalar.last_reward": (-1, 15),
+            "trailer.fish_eaten": (0, 29),
+        },
     ),
     Game(
         name="bossfight",
@@ -341,6 +351,9 @@ _GAME_LIST = [
         ignored_types={5: "laser trail (cosmetic)"},
         hidden_unless={"Shields": "shields_are_up"},
         global_features=("shields_are_up", "round_num", "num_rounds", "attack_mode"),
+        # bossfight.cpp:221: 1-5 rounds; 152-157: each won round but the last adds one to
+        # round_num, the last completes (the rollouts saw 0-2)
+        reachable={"trailer.round_num": (0, 4)},
     ),  # fmt: skip
     Game(
         name="caveflyer",
@@ -384,6 +397,18 @@ _GAME_LIST = [
         tiles={"Wall": (5,), "Orb": (1002,)},
         out_of_bounds_tile=5,
         global_features=("enemies_edible", "eat_time_left", "orbs_left"),
+        # chaser.cpp:381-385: eating the last of total_orbs completes (+10, with that orb's 0.04
+        # at 377 and up to all 5 large orbs at 124, 186), so orbs_collected < total_orbs <= 270:
+        # a 19x19 maze opens at most the 280 cells off its 9x9 odd pillars (mazegen.cpp:138-152,
+        # 196-209), less 5 large orbs and 5 eggs (153, 237); game.cpp:28, game.h:89: last_reward
+        # -1 and last_reward_timer 0 until the first reward (the rollouts saw 0-58 collected)
+        reachable={
+            "scalar.level_complete": (0, 1),
+            "scalar.reward": (0, 10.24),
+            "scalar.last_reward": (-1, 10.24),
+            "scalar.last_reward_timer": (0, 10),
+            "trailer.orbs_collected": (0, 269),
+        },
     ),  # fmt: skip
     Game(
         name="climber",
@@ -407,8 +432,16 @@ _GAME_LIST = [
         out_of_bounds_tile=15,
         global_features=("on_ground", "coins_left"),
         # climber.cpp:172-175: difficulty 0-2 makes up to (2+1)^2+1 = 10 platforms; 219-222:
-        # at most one coin on each; 95: one per coin collected (the rollouts saw 1-8 and 0-1)
-        reachable={"trailer.coin_quota": (1, 10), "trailer.coins_collected": (0, 10)},
+        # at most one coin on each; 95: one per coin collected, 313-317: the last completes
+        # (the rollouts saw 1-8 and 0-1). 168, 200: platforms 3-5 apart, so the top is y <= 51.5
+        # and a jump (114-120: vy 1.5, -0.2 a step) rises 6.4 more; 263: center_y = y + W/2 - 2.5
+        # <= 65.4, y_off = unit * (center_y - W/2) <= 4 * 55.4 (basic-abstract-game.cpp:831-837)
+        reachable={
+            "trailer.coin_quota": (1, 10),
+            "trailer.coins_collected": (0, 9),
+            "scalar.center_y": (6.9, 65.5),
+            "scalar.y_off": (-4.1, 222),
+        },
         platformer=True,
         support=Support(),
         hazards=("Enemy",),  # climber.cpp:88-92
@@ -453,6 +486,13 @@ _GAME_LIST = [
         features=("x", "y", "vx", "vy", "rx", "ry"),
         ignored_types={8: "dust cloud (cosmetic)"},
         global_features=("num_enemies", "door_open"),
+        # dodgeball.cpp:347, 310: 3-19 enemies (memory); 394-400: the count after a step is 0
+        # once all are hit; 109-114: the open door completes (+10; no enemy is left to add 2)
+        reachable={
+            "scalar.level_complete": (0, 1),
+            "scalar.reward": (0, 10),
+            "trailer.num_enemies": (0, 19),
+        },
     ),  # fmt: skip
     Game(
         name="fruitbot",
@@ -469,6 +509,14 @@ _GAME_LIST = [
             12: "Present",
         },
         features=("x", "y", "vx", "vy", "rx", "ry"),
+        # fruitbot.cpp:101-115: -4 / +1 per fruit touched, +10 per present; 234-237: presents
+        # fill the top row 1 wide, so the 0.8-wide agent (basic-abstract-game.cpp:778) touches 2;
+        # 239-240: fruits take disjoint 1x1 boxes, so it touches at most 4, 2 beside the presents
+        reachable={
+            "scalar.level_complete": (0, 1),
+            "scalar.reward": (-16, 22),
+            "scalar.last_reward": (-16, 22),
+        },
     ),  # fmt: skip
     Game(
         name="heist",
@@ -543,6 +591,9 @@ _GAME_LIST = [
         },
         out_of_bounds_tile=10,
         global_features=("diamonds_remaining",),
+        # miner.cpp:143-146: 36 diamonds in memory's 35x35; 271-305: a diamond that slides right
+        # (296-298) is counted again at idx + 1, so the count is at most twice that (saw 0-38)
+        reachable={"trailer.diamonds_remaining": (0, 72)},
     ),  # fmt: skip
     Game(
         name="ninja",
@@ -593,6 +644,15 @@ _GAME_LIST = [
             "target_4",
             "target_5",
         ),
+        # plunder.cpp:231-235: targets_hit reaching target_quota = 20 (123) completes with +10
+        # on top of that step's hits (94-95); shots go up 1 a step, 3 steps apart (217-222), and
+        # the 5 lanes (202) span < 6 - 2 * (0.25 + ship ry), so at most 2 hits a step
+        reachable={
+            "scalar.level_complete": (0, 1),
+            "scalar.reward": (0, 12),
+            "scalar.last_reward": (-1, 12),
+            "trailer.targets_hit": (0, 19),
+        },
     ),  # fmt: skip
     Game(
         name="starpilot",
@@ -615,6 +675,13 @@ _GAME_LIST = [
         },
         features=("x", "y", "vx", "vy", "rx"),
         type_features={k: ("health",) for k in ("Flyer", "Turret", "FastFlyer")},
+        # starpilot.cpp:423-429, 129-132: the finish line (from t = 500) completes with +10 on
+        # top of that step's kills (396, +1 each; 10 + the 5 the padding already takes)
+        reachable={
+            "scalar.level_complete": (0, 1),
+            "scalar.reward": (0, 15),
+            "scalar.last_reward": (-1, 15),
+        },
     ),  # fmt: skip
 ]
 

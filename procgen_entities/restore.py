@@ -126,7 +126,10 @@ def _check_ranges(batch: StateBatch, game: str) -> None:
     info = get_game(game)
     measured = value_ranges(game)
     ranges: Dict[str, List[float]] = measured["ranges"]  # type: ignore[assignment]
-    types = set(measured["entity_types"])  # type: ignore[call-overload]
+    # the types seen, and the ones the game declares from its source (starpilot's finish line,
+    # from t = 500, is in no recorded rollout)
+    seen = set(measured["entity_types"])  # type: ignore[call-overload]
+    types = seen | set(info.entity_types) | set(info.ignored_types)
     kinds = dict(info.trailer)
     timeout_range = ranges.get("scalar.timeout", [0.0, 0.0])
     horizon = float(timeout_range[1])

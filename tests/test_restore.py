@@ -363,3 +363,50 @@ def _children(parent: int) -> List[int]:
             if int(fields[1]) == parent and fields[0] != b"Z":
                 found.append(int(entry))
     return found
+
+
+def test_a_state_with_the_starpilot_finish_line_restores() -> None:
+    """starpilot adds its finish line (type 9) at t = 500 (starpilot.cpp:423-429), later than
+    any recorded rollout got: a state moved to t = 499 and stepped by procgen holds procgen's
+    own finish line, and set_states accepts it (the recorded types alone refused it)."""
+    from procgen_entities import parse_state, states_from_bytes, states_to_bytes
+
+    with ProcgenVecEnv("starpilot", 2, seed=5) as env:
+        space = env.obs_space()
+        env.reset(space)
+        states = states_from_bytes(env.get_states())
+        for state in states:
+            state.scalars["cur_time"] = 499
+        env.set_states(states_to_bytes(states))
+        env.act(move(np.full(2, 4)), space)  # noop
+        stepped = env.get_states()
+        types = [set(parse_state(s).field("type").tolist()) for s in stepped]
+        assert any(9 in t for t in types), types
+        env.set_states(stepped)
+        assert env.get_states() == stepped
+
+
+def test_the_state_after_a_completed_bigfish_level_restores() -> None:
+    """The recorded rollouts never completed a bigfish level (30 fish): with fish_eaten set
+    to 29, procgen's own play completes levels, and the state after (level_complete 1, reward
+    10 + the fish) restores through the game's declared reachable ranges (bigfish.cpp)."""
+    from procgen_entities import parse_states, states_from_bytes, states_to_bytes
+
+    rng = np.random.default_rng(0)
+    with ProcgenVecEnv("bigfish", 16, seed=3) as env:
+        space = env.obs_space()
+        env.reset(space)
+        states = states_from_bytes(env.get_states())
+        for state in states:
+            state.trailer["fish_eaten"] = 29
+        env.set_states(states_to_bytes(states))
+        for _ in range(400):
+            env.act(move(rng.integers(0, 9, 16)), space)
+            after = env.get_states()
+            done = parse_states(after).scalars["level_complete"]
+            if done.any():
+                break
+        assert done.any(), "no env completed a level"
+        assert parse_states(after).scalars["reward"][done.argmax()] >= 10
+        env.set_states(after)
+        assert env.get_states() == after
