@@ -34,7 +34,7 @@ def test_every_game_was_trained_for_two_million_steps() -> None:
 
 AGENT_RUNS = [
     path
-    for folder in ("agents", "policy-ninja", "policy-bigfish")
+    for folder in ("agents", "policy-ninja", "policy-bigfish", "policy-climber")
     for path in sorted((DOCS / "runs" / folder).glob("*/metrics.jsonl.gz"))
 ]
 
@@ -60,7 +60,13 @@ def test_agent_evaluations_in_the_docs_are_the_checked_in_ones(game: str) -> Non
 
 @pytest.mark.parametrize(
     ("folder", "runs"),
-    [("ablations", 12), ("climber-tilemap", 4), ("policy-ninja", 9), ("policy-bigfish", 4)],
+    [
+        ("ablations", 12),
+        ("climber-tilemap", 4),
+        ("policy-ninja", 9),
+        ("policy-bigfish", 4),
+        ("policy-climber", 3),
+    ],
 )
 def test_the_ablation_tables_come_from_the_runs(
     folder: str, runs: int, capsys: pytest.CaptureFixture
