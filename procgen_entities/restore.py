@@ -126,10 +126,6 @@ def _check_ranges(batch: StateBatch, game: str) -> None:
     info = get_game(game)
     measured = value_ranges(game)
     ranges: Dict[str, List[float]] = measured["ranges"]  # type: ignore[assignment]
-    # the types seen, and the ones the game declares from its source (starpilot's finish line,
-    # from t = 500, is in no recorded rollout)
-    seen = set(measured["entity_types"])  # type: ignore[call-overload]
-    types = seen | set(info.entity_types) | set(info.ignored_types)
     kinds = dict(info.trailer)
     timeout_range = ranges.get("scalar.timeout", [0.0, 0.0])
     horizon = float(timeout_range[1])
@@ -176,6 +172,16 @@ def _check_ranges(batch: StateBatch, game: str) -> None:
     for k, field in enumerate(batch.entity_fields):
         is_int = field in ENTITY_INT_FIELDS
         check(f"entity.{field}", batch.entities[:, k].astype(np.float64), is_int, owner.__getitem__)
+    _check_ids(batch, game, owner)
+
+
+def _check_ids(batch: StateBatch, game: str, owner: npt.NDArray[Any]) -> None:
+    """Entity types and tile ids: those seen in real states, and the entity types the game
+    declares from its source (starpilot's finish line, from t = 500, is in no recorded
+    rollout). ``owner``: the state of each entity."""
+    info, measured = get_game(game), value_ranges(game)
+    seen = set(measured["entity_types"])  # type: ignore[call-overload]
+    types = seen | set(info.entity_types) | set(info.ignored_types)
     unknown = np.flatnonzero(~np.isin(batch.field("type"), list(types)))
     if len(unknown):
         raise _refuse(int(owner[unknown[0]]), f"entity type {batch.field('type')[unknown[0]]:g} "
