@@ -7,14 +7,15 @@ from __future__ import annotations
 import os
 import re
 import struct
-from typing import Dict, List
+from typing import Callable, Dict, List
 
 import numpy as np
 import pytest
 from conftest import prefix_offsets
+from entity_gym.env import ObsSpace
 from ragged_buffer import RaggedBufferI64
 
-from procgen_entities import StateDecodeError
+from procgen_entities import State, StateDecodeError
 from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
 from procgen_entities.errors import MixedBatchError
 
@@ -369,15 +370,10 @@ def test_a_state_with_the_starpilot_finish_line_restores() -> None:
     """starpilot adds its finish line (type 9) at t = 500 (starpilot.cpp:423-429), later than
     any recorded rollout got: a state moved to t = 499 and stepped by procgen holds procgen's
     own finish line, and set_states accepts it (the recorded types alone refused it)."""
-    from procgen_entities import parse_state, states_from_bytes, states_to_bytes
+    from procgen_entities import parse_state
 
     with ProcgenVecEnv("starpilot", 2, seed=5) as env:
-        space = env.obs_space()
-        env.reset(space)
-        states = states_from_bytes(env.get_states())
-        for state in states:
-            state.scalars["cur_time"] = 499
-        env.set_states(states_to_bytes(states))
+        space = _start_edited(env, lambda state: state.scalars.update(cur_time=499))
         env.act(move(np.full(2, 4)), space)  # noop
         stepped = env.get_states()
         types = [set(parse_state(s).field("type").tolist()) for s in stepped]
@@ -390,16 +386,11 @@ def test_the_state_after_a_completed_bigfish_level_restores() -> None:
     """The recorded rollouts never completed a bigfish level (30 fish): with fish_eaten set
     to 29, procgen's own play completes levels, and the state after (level_complete 1, reward
     10 + the fish) restores through the game's declared reachable ranges (bigfish.cpp)."""
-    from procgen_entities import parse_states, states_from_bytes, states_to_bytes
+    from procgen_entities import parse_states
 
     rng = np.random.default_rng(0)
     with ProcgenVecEnv("bigfish", 16, seed=3) as env:
-        space = env.obs_space()
-        env.reset(space)
-        states = states_from_bytes(env.get_states())
-        for state in states:
-            state.trailer["fish_eaten"] = 29
-        env.set_states(states_to_bytes(states))
+        space = _start_edited(env, lambda state: state.trailer.update(fish_eaten=29))
         for _ in range(400):
             env.act(move(rng.integers(0, 9, 16)), space)
             after = env.get_states()
@@ -410,3 +401,16 @@ def test_the_state_after_a_completed_bigfish_level_restores() -> None:
         assert parse_states(after).scalars["reward"][done.argmax()] >= 10
         env.set_states(after)
         assert env.get_states() == after
+
+
+def _start_edited(env: ProcgenVecEnv, edit: Callable[[State], object]) -> ObsSpace:
+    """Reset ``env`` and restore its states with ``edit`` applied to each; its obs space."""
+    from procgen_entities import states_from_bytes, states_to_bytes
+
+    space = env.obs_space()
+    env.reset(space)
+    states = states_from_bytes(env.get_states())
+    for state in states:
+        edit(state)
+    env.set_states(states_to_bytes(states))
+    return space
