@@ -61,6 +61,11 @@ class Run:
         )
 
 
+#: enn-trainer overrides that say where this machine put a run and for how long, not what the
+#: recipe is: run records leave them out (tools/train.py), and older records' labels skip them.
+MACHINE_OVERRIDES = ("data_dir=", "max_train_time=")
+
+
 def _user_overrides(meta: Dict[str, Any]) -> List[str]:
     """An enn-trainer run's own overrides: ``user_overrides`` in its record; runs from before
     that field found by place, after tools/train.py's defaults, whose last is ``env.id=...``
@@ -71,7 +76,7 @@ def _user_overrides(meta: Dict[str, Any]) -> List[str]:
         overrides = [str(o) for o in meta.get("overrides", [])]
         ids = [i for i, o in enumerate(overrides) if o.startswith("env.id=")]
         tail = overrides[ids[-1] + 1 :] if ids else []
-        kept = [o for o in tail if not o.startswith(("data_dir=", "max_train_time="))]
+        kept = [o for o in tail if not o.startswith(MACHINE_OVERRIDES)]
     return [re.sub(r"^(net|optim|ppo)\.", "", o) for o in kept]  # d_model=16, lr=0.01, ...
 
 

@@ -28,6 +28,7 @@ from entity_gym.env import ObsSpace, VecEnv, VecObs
 from ragged_buffer import RaggedBufferI64
 
 from procgen_entities.games import GAMES, NUM_ACTIONS, get_game
+from procgen_entities.tools.plot import MACHINE_OVERRIDES
 
 __all__ = ["GameDefaults", "DEFAULTS", "EpisodeLogger", "main", "trainer_overrides"]
 
@@ -257,13 +258,9 @@ def resumed_steps(out_dir: Path) -> Optional[int]:
     return max(found) if found else None
 
 
-# where this machine put the run and for how long: not settings of the recipe, and a record that
-# holds them would carry one machine's absolute paths into committed files
-MACHINE_OVERRIDES = ("data_dir=", "max_train_time=")
-
-
 def recorded_overrides(overrides: List[str]) -> List[str]:
-    """The trainer overrides a run records (metrics, env.json): all but MACHINE_OVERRIDES."""
+    """The trainer overrides a run records (metrics, env.json): all but MACHINE_OVERRIDES (a
+    record that held them would carry one machine's absolute paths into committed files)."""
     return [o for o in overrides if not o.startswith(MACHINE_OVERRIDES)]
 
 
