@@ -324,11 +324,17 @@ def _cpu_seconds(pid: int) -> Optional[float]:
     """CPU seconds process ``pid`` has run (utime + stime, /proc/PID/stat fields 14 and 15),
     or None where /proc does not say (not Linux; the process is gone)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()  # the name may hold spaces or ')'
+        fields = _proc_stat(pid)
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _proc_stat(pid: int) -> List[bytes]:
+    """/proc/PID/stat's fields from the third (state, ppid, ...: fields[k] is field k + 3);
+    OSError where there is none."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()  # the name may hold spaces or ')'
 
 
 def _reap(pid: int, deadline: float) -> Optional[int]:

@@ -353,12 +353,13 @@ def test_a_spinning_child_is_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _children(parent: int) -> List[int]:
     """The live child processes of ``parent`` (Linux /proc)."""
+    from procgen_entities.restore import _proc_stat
+
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
+                fields = _proc_stat(int(entry))
             except OSError:
                 continue
             if int(fields[1]) == parent and fields[0] != b"Z":
