@@ -223,23 +223,40 @@ static inline float feature(const reader *r, const uint8_t *record, const uint8_
     return field_value(r, record, code);
 }
 
+/* Which slots are on in this state (their trailer condition), and the camera square. */
+static void slot_filter(const pe_obs_builder *b, const reader *r, uint8_t *enabled, square *sq) {
+    const pe_entity_plan *plan = b->spec.plan;
+    for (int32_t s = 0; s < plan->n_slots; s++)
+        enabled[s] = plan->condition[s] < 0 || trailer_scalar(r, plan->condition[s]) != 0.0;
+    sq->cx = (float)scalar(r, b->id.center_x);
+    sq->cy = (float)scalar(r, b->id.center_y);
+    sq->half = (float)scalar(r, b->id.view_dim) / 2;
+}
+
+/* The slot an entity record is gathered into, or -1 (not a slot type, slot off, outside the
+ * window of a windowed slot): the one rule the rows and the image's marks share. */
+static inline int32_t slot_of(const pe_obs_builder *b, const reader *r, const uint8_t *record,
+                              const uint8_t *enabled, const square *sq) {
+    const pe_entity_plan *plan = b->spec.plan;
+    int32_t type = (int32_t)field_value(r, record, FIELD_TYPE);
+    int32_t s = (type >= 0 && type < plan->lut_size) ? plan->type_to_slot[type] : -1;
+    if (s < 0 || !enabled[s]) return -1;
+    if (plan->windowed != NULL && plan->windowed[s] && !in_square(r, record, sq)) return -1;
+    return s;
+}
+
 /* The entities of every slot into the state's scratch rows (slot s from slot_start[s]). */
 static void gather(const pe_obs_builder *b, reader *r, float *rows, int64_t *counts) {
     const pe_entity_plan *plan = b->spec.plan;
     uint8_t enabled[PE_MAX_SLOTS];
-    for (int32_t s = 0; s < plan->n_slots; s++) {
-        counts[s] = 0;
-        enabled[s] = plan->condition[s] < 0 || trailer_scalar(r, plan->condition[s]) != 0.0;
-    }
-    square sq = {(float)scalar(r, b->id.center_x), (float)scalar(r, b->id.center_y), 0.0f};
-    sq.half = (float)scalar(r, b->id.view_dim) / 2;
+    square sq;
+    slot_filter(b, r, enabled, &sq);
+    for (int32_t s = 0; s < plan->n_slots; s++) counts[s] = 0;
     const uint8_t *player = r->records[0];
     for (int32_t e = 0; e < r->n_entities; e++) {
         const uint8_t *record = r->records[e];
-        int32_t type = (int32_t)field_value(r, record, FIELD_TYPE);
-        int32_t s = (type >= 0 && type < plan->lut_size) ? plan->type_to_slot[type] : -1;
-        if (s < 0 || !enabled[s]) continue;
-        if (plan->windowed != NULL && plan->windowed[s] && !in_square(r, record, &sq)) continue;
+        int32_t s = slot_of(b, r, record, enabled, &sq);
+        if (s < 0) continue;
         int32_t f0 = plan->feature_start[s], nf = plan->feature_start[s + 1] - f0;
         float *row = rows + (int64_t)b->slot_start[s] * r->n_entities + counts[s]++ * nf;
         for (int32_t f = 0; f < nf; f++) {
@@ -250,6 +267,33 @@ static void gather(const pe_obs_builder *b, reader *r, float *rows, int64_t *cou
                 row[f] = (float)vector_item(r, b->spec.target_vector, theme);
             }
         }
+    }
+}
+
+/* The marked slots' entities drawn into the class image of `crop` (placed as tm_class_image
+ * places it): the cell holding the entity's (x, y), its slot's mark where that is larger than
+ * what the cell holds, so the order of the records does not matter. */
+static void mark_entities(const pe_obs_builder *b, const reader *r, const int32_t *crop,
+                          uint8_t *img) {
+    const pe_obs_spec *s = &b->spec;
+    const int64_t size = s->image_size;
+    const int64_t ox = (size - crop[2]) / 2, oy = (size - crop[3]) / 2;
+    uint8_t enabled[PE_MAX_SLOTS];
+    square sq;
+    slot_filter(b, r, enabled, &sq);
+    for (int32_t e = 0; e < r->n_entities; e++) {
+        const uint8_t *record = r->records[e];
+        int32_t slot = slot_of(b, r, record, enabled, &sq);
+        if (slot < 0 || s->image_marks[slot] == 0) continue;
+        double x = floor(field_value(r, record, FIELD_X));
+        double y = floor(field_value(r, record, FIELD_Y));
+        if (!isfinite(x) || !isfinite(y)) continue;  /* a NaN position has no cell */
+        double cx = x - crop[0], cy = y - crop[1];  /* in the crop, as tm_class_image reads it */
+        if (cx < 0 || cx >= crop[2] || cy < 0 || cy >= crop[3]) continue;
+        int64_t c = (int64_t)cx + ox, row = size - 1 - oy - (int64_t)cy;
+        if (c < 0 || c >= size || row < 0 || row >= size) continue;
+        uint8_t *cell = img + row * size + c;
+        if (*cell < s->image_marks[slot]) *cell = s->image_marks[slot];
     }
 }
 
@@ -424,9 +468,11 @@ static pe_status build(pe_obs_builder *b, work *w, reader *r, const pe_obs_out *
         if (grid == NULL) return fail(w, PE_ERR_MEMORY, "grid");
         if (s->tiles != NULL && tiles(b, r, w, crop, ref, grid, out, k, &dropped) != PE_OK)
             return w->status;
-        if (s->image != NULL)
-            tm_class_image(grid, r->height, r->width, s->image, crop, s->image_size,
-                           out->image + k * (int64_t)s->image_size * s->image_size);
+        if (s->image != NULL) {
+            uint8_t *img = out->image + k * (int64_t)s->image_size * s->image_size;
+            tm_class_image(grid, r->height, r->width, s->image, crop, s->image_size, img);
+            if (s->image_marks != NULL) mark_entities(b, r, crop, img);
+        }
     }
     for (int32_t j = 0; j < s->n_globals; j++)
         out->globals[k * s->n_globals + j] = (float)global_value(b, r, s->global_ops + 3 * j);

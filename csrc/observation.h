@@ -80,6 +80,9 @@ typedef struct {
     int32_t tile_mode, chunk;      /* tm_mode; tile types follow the slots */
     const tm_spec *image;          /* NULL: no class image */
     int32_t image_size;
+    const uint8_t *image_marks;    /* per slot: the value its entities' cells take in the image
+                                    * over the tiles, the largest where several meet; 0: not
+                                    * drawn (NULL: entities are not drawn) */
     int32_t n_types;               /* n_slots + tile types */
     pe_obs_type types[PE_OBS_MAX_TYPES];
     int32_t player_type, player_cx, player_cy;  /* -1 when no type ranks from the player */

@@ -103,6 +103,41 @@ def test_flat_and_grid_forms() -> None:
             np.testing.assert_array_equal(flat, expected, err_msg=str(t))  # flat already
 
 
+@pytest.mark.parametrize("game", ["climber", "coinrun", "ninja", "maze"])
+def test_grid_entities_are_the_reference(game: str) -> None:
+    """grid_entities=True: the C builder's marks are the numpy reference's, every step, and the
+    marks sit where procgen's parsed states put each entity (an independent check: the cell of
+    the player's own x, y in its own camera square holds the player's mark)."""
+    from procgen_entities.parse import parse_states
+    from procgen_entities.tilemap import tile_class_names
+
+    actions = np.random.default_rng(8).integers(0, 15, (60, ENVS))
+    with EntityVectorEnv(game, ENVS, seed=9, grid=True, grid_entities=True, **options(game)) as env:
+        obs, _ = env.reset()
+        assert env.grid_marks[-1] == "Player" and "Player" not in env.grid_marks[:-1]
+        player = len(tile_class_names(game)) + len(env.grid_marks)
+        for t in range(60):
+            obs, *_ = env.step(actions[t])
+            expected, _ = reference(env)
+            assert_same(obs, expected, f"{game} step {t}")
+            batch = parse_states(env.stepper.get_states(), grid=False)
+            x, y = batch.entities[batch.entity_offsets[:-1], :2].T
+            cx, cy, dim = (batch.scalars[k] for k in ("center_x", "center_y", "view_dim"))
+            size = obs["grid"].shape[1]
+            col = np.floor(x) - np.floor(cx - np.rint(dim) / 2 + 0.5)
+            row = size - 1 - (np.floor(y) - np.floor(cy - np.rint(dim) / 2 + 0.5))
+            for i in range(ENVS):
+                assert obs["grid"][i, int(row[i]), int(col[i])] == player, (game, t, i)
+        assert int(obs["grid"].max()) <= env.single_observation_space["grid"].high.max()
+
+
+def test_grid_entities_needs_the_grid() -> None:
+    from procgen_entities.errors import UsageError
+
+    with pytest.raises(UsageError, match="needs grid=True"):
+        EntityVectorEnv("climber", 2, grid_entities=True)
+
+
 def test_procgen_stepped_engine_builds_from_states() -> None:
     """The get_state engine builds the same observation from the collected states."""
     actions = np.random.default_rng(6).integers(0, 15, (20, ENVS))

@@ -156,3 +156,61 @@ def test_dict_policies_train_resume_and_evaluate(tmp_path, policy: str) -> None:
     assert record["env"]["tilemap"] is None and record["steps"] == 512
     updates = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert sum(r.get("kind") == "update" for r in updates) >= 2
+
+
+def test_grid_cnn_stacks() -> None:
+    """GridEncoder's stacks on a real climber grid: "small" keeps the committed checkpoints'
+    layer names and widths; "deep" reads at 8x8 after a full-resolution layer; others refused."""
+    from procgen_entities.gymnasium.policy import GridEncoder
+
+    obs, space = _obs("climber", n=3, steps=10)
+    _, _, (values, size) = encoder_inputs(space)
+    image = torch.as_tensor(obs["grid"])
+    small = GridEncoder(values, size)
+    assert [tuple(p.shape) for p in small.state_dict().values()] == [
+        (16, values, 3, 3), (16,), (32, 16, 3, 3), (32,), (64, 32 * 4 * 4), (64,)]  # fmt: skip
+    assert list(small.state_dict()) == [
+        "conv.0.weight", "conv.0.bias", "conv.2.weight", "conv.2.bias",
+        "head.0.weight", "head.0.bias"]  # fmt: skip
+    deep = GridEncoder(values, size, None, cnn="deep")
+    assert deep.head[0].in_features == 32 * (size // 2) ** 2 and deep.out_dim == 256
+    assert deep(image).shape == (3, 256) and small(image).shape == (3, 64)
+    with pytest.raises(ValueError, match="cnn must be one of"):
+        GridEncoder(values, size, cnn="resnet")
+
+
+def test_a_deep_cnn_marked_grid_run_resumes_and_needs_torch(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """sb3_ppo --grid-entities --grid-cnn deep: env.json records the marked grid and policy.json
+    the stack, a resumed run keeps both whatever the flags say, the loaded policy's env has the
+    marks' values, and the numpy backend (small stack only) refuses the deep stack by name."""
+    import json
+    import subprocess
+    import sys
+
+    from procgen_entities.tools.checkpoint import Checkpoint, CheckpointError, load_policy, make_env
+
+    out = tmp_path / "run"
+    train = [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", "climber",
+             "--grid-entities", "--grid-cnn", "deep", "--smoke", "--out", str(out),
+             "--eval-baselines", "none"]  # fmt: skip
+    run = subprocess.run(train, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    plain = [*train[:4], "--smoke", "--out", str(out), "--eval-baselines", "none"]
+    resumed = subprocess.run([*plain, "--resume", str(out / "checkpoint")],
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    spec = json.loads((out / "checkpoint" / "policy.json").read_text())
+    assert spec["extractor"] == "FlatGridExtractor" and spec["extractor_kwargs"] == {"cnn": "deep"}
+    record = json.loads((out / "checkpoint" / "env.json").read_text())
+    assert record["trainer"]["grid_cnn"] == "deep" and record["steps"] == 512
+    assert record["env"]["grid"] is True and record["env"]["grid_entities"] is True
+    policy = load_policy(out / "checkpoint", backend="torch")
+    assert policy.flatten is False
+    env = make_env(Checkpoint.load(out / "checkpoint").env, 2, seed=0, flatten=False)
+    assert env.grid_marks == ("Coin", "Enemy", "Player")
+    assert env.single_observation_space["grid"].high.max() == 1 + 3  # Wall, then the marks
+    obs, _ = env.reset()
+    assert policy(obs).shape == (2,)
+    env.close()
+    with pytest.raises(CheckpointError, match="'deep' CNN needs torch"):
+        load_policy(out / "checkpoint", backend="numpy")

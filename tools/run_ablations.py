@@ -65,6 +65,10 @@ ABLATIONS: Dict[str, List[str]] = {
     "mlp-grid-g999-w512": ["--grid", "--net", "512,512", "--ppo", "gamma=0.999"],
     "mlp-grid-g999-ent02": ["--grid", "--ent-coef", "0.02", "--ppo", "gamma=0.999"],
     "mlp-grid-g999-lr2e4": ["--grid", "--ppo", "gamma=0.999", "--ppo", "learning_rate=2e-4"],
+    # the grid's CNN: a stride-1 layer first and an 8x8 reading (policy.GRID_CNNS "deep")
+    "mlp-grid-g999-deep": ["--grid", "--grid-cnn", "deep", "--ppo", "gamma=0.999"],
+    # the entities' cells marked in the grid (EntityVectorEnv grid_entities), as pixels show them
+    "mlp-marks-g999": ["--grid-entities", "--ppo", "gamma=0.999"],
     # bigfish (no terrain): 25M of mlp-g999 returned 13.4 sampled against pixel PPO's 16.5;
     # RogueNet's entropy bonus, and width
     "mlp-g999-ent05": ["--ent-coef", "0.05", "--ppo", "gamma=0.999"],

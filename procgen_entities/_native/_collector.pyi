@@ -112,6 +112,7 @@ class ObservationBuilder:
         support: Tuple[List[int], int, int],
         tiles: Optional[Tuple[Any, ...]] = ...,
         image: Optional[Tuple[Any, ...]] = ...,
+        marks: Optional[np.ndarray] = ...,
     ) -> None: ...
     def from_states(
         self, collector: StateCollector, outs: Tuple[Any, ...], indices: Optional[np.ndarray] = ...

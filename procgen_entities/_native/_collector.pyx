@@ -531,12 +531,13 @@ cdef class ObservationBuilder:
 
     def __cinit__(self, GameSpec game, Py_ssize_t num_states, tuple plan, const int32_t[::1] derived,
                   int target_vector, list types, tuple player, const int32_t[:, ::1] global_ops,
-                  tuple support, tuple tiles=None, tuple image=None):
+                  tuple support, tuple tiles=None, tuple image=None, marks=None):
         """plan: EntityPlan.arrays; derived: pe_derived_feature per plan feature; types: one
         (cap, width, cx, cy, from_player) per output type (slots, then tile types); player:
         (type, x column, y column); global_ops: [G, 3]; support: (tile ids, flag, at_rest);
         tiles: (lut, n_classes, oob, base, top, mode, chunk); image: (lut, n_classes, oob, base,
-        top, size)."""
+        top, size); marks: with an image, uint8 per slot, the value its entities' cells take
+        (0: not drawn), or None."""
         cdef const int32_t[::1] type_to_slot = plan[0], feature_start = plan[1]
         cdef const int32_t[::1] features = plan[2], condition = plan[3]
         cdef const uint8_t[::1] windowed = plan[4]
@@ -548,7 +549,12 @@ cdef class ObservationBuilder:
             raise UsageError("too many output types or global features")
         if (global_ops.shape[0] and global_ops.shape[1] != 3) or len(support[0]) > PE_OBS_MAX_SUPPORT:
             raise UsageError("global ops are (op, a, b) triples; too many support tiles")
-        self._keep = (game, plan, derived, tiles, image)
+        cdef const uint8_t[::1] mark_values
+        if marks is not None:
+            mark_values = marks
+            if image is None or mark_values.shape[0] != n_slots:
+                raise UsageError("marks need an image and one value per entity slot")
+        self._keep = (game, plan, derived, tiles, image, marks)
         self.num_states = num_states
         _point_plan(&self.plan, type_to_slot, feature_start, features, condition, windowed)
         self.spec.plan = &self.plan
@@ -565,6 +571,7 @@ cdef class ObservationBuilder:
             self.spec.image = &self.image
             self.spec.image_size = image[5]
             self.image_size = image[5]
+        self.spec.image_marks = &mark_values[0] if marks is not None and n_slots else NULL
         self.n_types = len(types)
         self.spec.n_types = self.n_types
         for t, (cap, width, cx, cy, from_player) in enumerate(types):

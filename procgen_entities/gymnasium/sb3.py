@@ -109,11 +109,13 @@ class FlatGridExtractor(BaseFeaturesExtractor):  # type: ignore[misc]
     ``MultiInputPolicy`` on ``EntityVectorEnv(..., grid=True)`` (normalise with
     ``VecNormalize(env, norm_obs_keys=normalized_keys(space))``)."""
 
-    def __init__(self, observation_space: spaces.Dict, grid_dim: int = 64) -> None:
+    def __init__(
+        self, observation_space: spaces.Dict, grid_dim: Optional[int] = None, cnn: str = "small"
+    ) -> None:
         types, n_globals, grid = encoder_inputs(observation_space)
         if grid is None:
             raise ValueError("FlatGridExtractor needs EntityVectorEnv(..., grid=True)")
-        net = FlatGridEncoder(types, n_globals, grid, grid_dim=grid_dim)
+        net = FlatGridEncoder(types, n_globals, grid, grid_dim=grid_dim, cnn=cnn)
         super().__init__(observation_space, net.out_dim)
         self.net = net
 

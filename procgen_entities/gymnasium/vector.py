@@ -83,7 +83,10 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     another choice of globals (``features.available_globals``). ``grid=True`` (tilemap games):
     also ``grid``, the camera square's tile classes as a uint8 [S, S] image (S = the square's
     cells at the start; ``tilemap.tilemap_images``: class + 1, 0 = empty, row 0 = top), for a
-    CNN; entities stay entities. Actions: procgen's 15
+    CNN; entities stay entities. ``grid_entities=True`` (with ``grid``) also marks the cell of
+    every entity of the observation's entity types in the grid (``grid_marks``: the types in
+    value order, after the tile classes; the player's mark is the largest, where several meet
+    the largest wins), the image procgen's pixels give a CNN. Actions: procgen's 15
     (``metadata["action_labels"]``). Other keywords go to the stepper / procgen
     (distribution_mode (procgen's default: hard), num_levels, start_level, num_threads, ...).
     ``EntityVectorEnv.for_training(game, n)``: the training recipe's observation. A context
@@ -111,6 +114,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         global_features: Optional[Sequence[str]] = None,
         flatten: bool = False,
         grid: bool = False,
+        grid_entities: bool = False,
         engine: str = "auto",
         seed: Optional[int] = None,
         autoreset_mode: Union[AutoresetMode, str, None] = None,
@@ -120,6 +124,8 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     ) -> None:
         if grid and not get_game(game).has_tilemap:
             raise UsageError(f"grid=True: {game} has no tiles (an entity-only game)")
+        if grid_entities and not grid:
+            raise UsageError("grid_entities=True draws entities into the grid: it needs grid=True")
         self.stats_key = stats_key
         self._stepper = ProcgenStepper(game, num_envs, engine=engine, seed=seed, **options)
         self.autoreset_mode = mode = self._autoreset(autoreset_mode)
@@ -140,6 +146,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         caps = resolve_caps(self.game, self._space, max_entities, tiles)
         self._layout = PaddedObservation(self._space, caps, num_envs, window if grid else 0)
         self._plan = EntityPlan(self.game, self._space, self._space, window=entity_window)
+        self.grid_marks = self._grid_marks() if grid_entities else ()
         self._tiles = CameraConverter(self.game.name, tilemap, num_envs) if tilemap else None
         self._images: Optional[CameraConverter] = None
         if grid:  # the tilemap's converter places the windows; without one, its own
@@ -213,6 +220,18 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             recipe["max_entities"] = caps
         return cls(game, num_envs, **{**recipe, **kwargs})
 
+    def _grid_marks(self) -> Tuple[str, ...]:
+        """The entity types drawn into the grid, in the order of their values (classes + 1 +
+        index): the plan's types, the player last so that nothing covers it."""
+        types = [name for name in self._plan.entity_types if name != "Player"]
+        return tuple(types + ["Player"] * ("Player" in self._plan.entity_types))
+
+    def _mark_values(self) -> npt.NDArray[np.uint8]:
+        """Per plan slot, the value its entities' cells take in the grid (0: not drawn)."""
+        base = len(tile_class_names(self.game.name)) + 1
+        return np.array([base + self.grid_marks.index(name) if name in self.grid_marks else 0
+                         for name in self._plan.entity_types], dtype=np.uint8)  # fmt: skip
+
     # ---- spaces ----
 
     def _single_space(self) -> spaces.Space:
@@ -227,7 +246,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         entries[GLOBAL_KEY] = spaces.Box(-np.inf, np.inf, (self._layout.n_globals,), np.float32)
         size = self._layout.grid_size
         if size:
-            classes = len(tile_class_names(self.game.name))
+            classes = len(tile_class_names(self.game.name)) + len(self.grid_marks)
             entries[GRID_KEY] = spaces.Box(0, classes, (size, size), np.uint8)
         return spaces.Dict(entries)
 
@@ -381,9 +400,10 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             tiles = (*self._tiles.native_spec, self._tiles.mode, self._tiles.chunk)
         if self._images is not None:
             image = (*self._images.native_image_spec, layout.grid_size)
+        marks = self._mark_values() if self.grid_marks else None
         return _collector.ObservationBuilder(
             game_spec(game.name), self.num_envs, plan.arrays, derived, target, types, player,
-            native_global_ops(game, self._space.global_features), support, tiles, image,
+            native_global_ops(game, self._space.global_features), support, tiles, image, marks,
         )  # fmt: skip
 
     def _outputs(self, n: int, step: bool) -> Tuple[Tuple[Any, ...], Dict[str, npt.NDArray]]:
@@ -426,6 +446,8 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             dropped += self._pad_tiles(collector, values, out)
         if self._images is not None:
             self._class_image(collector, values, out[GRID_KEY])
+            if self.grid_marks:
+                self._mark_reference(rows, counts, out[GRID_KEY])
         out[GLOBAL_KEY][:] = global_features(self.game, self._space.global_features, values)
         return (layout.flatten(out) if self.flatten else out), dropped
 
@@ -461,6 +483,28 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         if self._tiles is None:
             self._images.read_windows(collector, grid, values.scalars)
         self._images.class_images(grid, out)
+
+    def _mark_reference(
+        self, rows: List[npt.NDArray], counts: npt.NDArray[np.int64], out: npt.NDArray[np.uint8]
+    ) -> None:
+        """The reference's entity marks, in numpy from the gathered rows' x and y and the
+        windows ``_class_image`` placed (the native builder draws them in C)."""
+        assert self._images is not None
+        crops, size = self._images.crops, out.shape[1]
+        for s, value in enumerate(self._mark_values()):
+            name = self._plan.entity_types[s]
+            if not value:
+                continue
+            features = list(self._space.entities[name].features)
+            xy = np.floor(rows[s][:, [features.index("x"), features.index("y")]])
+            env = np.repeat(np.arange(self.num_envs), counts[s])
+            cx, cy = xy[:, 0] - crops[env, 0], xy[:, 1] - crops[env, 1]
+            inside = (cx >= 0) & (cx < crops[env, 2]) & (cy >= 0) & (cy < crops[env, 3])
+            col = cx + (size - crops[env, 2]) // 2
+            row = size - 1 - (size - crops[env, 3]) // 2 - cy
+            inside &= (col >= 0) & (col < size) & (row >= 0) & (row < size)
+            at = (env[inside], row[inside].astype(np.int64), col[inside].astype(np.int64))
+            np.maximum.at(out, at, np.uint8(value))
 
     def _pad_tiles(
         self, collector: Any, values: StepValues, out: Dict[str, npt.NDArray]

@@ -101,6 +101,7 @@ class EnvConfig:
     global_features: Optional[list] = None
     max_entities: Optional[Dict[str, int]] = None
     grid: bool = False  # the camera square's class image (EntityVectorEnv(grid=True))
+    grid_entities: bool = False  # the entities' cells marked in it (EntityVectorEnv)
 
     def env_kwargs(self) -> Dict[str, Any]:
         kwargs = asdict(self)
@@ -393,6 +394,9 @@ def _numpy_multi(folder: Path, spec: Dict[str, Any], backend: str) -> bool:
     numpy_backend = _backend(backend) == "numpy"
     if numpy_backend and spec["extractor"] != "FlatGridExtractor":
         raise CheckpointError(f"{folder}: a {spec['extractor']} policy needs torch")
+    cnn = (spec.get("extractor_kwargs") or {}).get("cnn", "small")
+    if numpy_backend and cnn != "small":  # the numpy twin has the small stack only
+        raise CheckpointError(f"{folder}: a FlatGridExtractor with the {cnn!r} CNN needs torch")
     return numpy_backend
 
 

@@ -156,6 +156,10 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         action="store_true",
         help="also the camera square's tile classes as an image (a CNN reads it)",
     )
+    parser.add_argument("--grid-entities", action="store_true",
+                        help="--grid with the entities' cells marked in it")  # fmt: skip
+    parser.add_argument("--grid-cnn", choices=("small", "deep"), default="small",
+                        help="the CNN over the grid (policy.GRID_CNNS)")  # fmt: skip
     parser.add_argument("--d-model", type=int, default=32, help="attention: token width")
     parser.add_argument("--layers", type=int, default=0, help="attention: self-attention layers")
     parser.add_argument("--ppo", action="append", default=[], metavar="KEY=VALUE",
@@ -189,7 +193,7 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
         game=args.game, distribution_mode=args.mode, num_levels=args.num_levels,
         tilemap=tilemap, entity_window=not args.no_window,
         global_features=globals_, max_entities=_caps(info, tilemap, args.cap) or None,
-        grid=args.grid,
+        grid=args.grid or args.grid_entities, grid_entities=args.grid_entities,
     )  # fmt: skip
 
 
@@ -276,6 +280,8 @@ def _new_policy(attention: bool, flat_grid: bool, net: str,
         from procgen_entities.gymnasium.sb3 import FlatGridExtractor
 
         kwargs["features_extractor_class"] = FlatGridExtractor
+        if args.grid_cnn != "small":  # the small stack's policy.json stays as it was
+            kwargs["features_extractor_kwargs"] = {"cnn": args.grid_cnn}
     return ("MultiInputPolicy" if attention or flat_grid else "MlpPolicy"), kwargs
 
 
@@ -355,6 +361,7 @@ def _policy_of(
         args.policy = "attention" if spec.get("extractor") == "EntityExtractor" else "mlp"
         args.d_model = extractor.get("d_model", args.d_model)
         args.layers = extractor.get("n_layers", args.layers)
+        args.grid_cnn = extractor.get("cnn", "small")
         return policy_kwargs_of(spec)
     attention = args.policy == "attention"
     default = "256" if attention else "256,256"
@@ -378,6 +385,8 @@ def _record_trainer(
                           "envs": args.envs, "ent_coef": list(schedule),
                           "net": ",".join(map(str, net)) if isinstance(net, list) else net,
                           "policy": args.policy, **hyper}  # fmt: skip
+    if flat_grid and args.grid_cnn != "small":
+        checkpoint.trainer["grid_cnn"] = args.grid_cnn
     if attention:
         checkpoint.trainer.update(d_model=args.d_model, layers=args.layers)
         checkpoint.normalize = True  # rewards only (the encoder reads symlog inputs)
