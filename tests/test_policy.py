@@ -179,10 +179,16 @@ def test_grid_cnn_stacks() -> None:
         GridEncoder(values, size, cnn="resnet")
 
 
+def _adam_rate(folder):  # type: ignore[no-untyped-def]
+    state = torch.load(folder / "optimizer.pt", map_location="cpu", weights_only=True)
+    return state["param_groups"][0]["lr"]
+
+
 def test_a_deep_cnn_marked_grid_run_resumes_and_needs_torch(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """sb3_ppo --grid-entities --grid-cnn deep: env.json records the marked grid and policy.json
-    the stack, a resumed run keeps both whatever the flags say, the loaded policy's env has the
-    marks' values, and the numpy backend (small stack only) refuses the deep stack by name."""
+    """sb3_ppo --grid-entities --grid-cnn deep --anneal-lr: env.json records the marked grid and
+    the schedule, policy.json the stack; a resumed run keeps all three whatever the flags say
+    (its rate reaches 0 at the first run's --steps); the loaded policy's env has the marks'
+    values; the numpy backend (small stack only) refuses the deep stack by name."""
     import json
     import subprocess
     import sys
@@ -192,9 +198,12 @@ def test_a_deep_cnn_marked_grid_run_resumes_and_needs_torch(tmp_path) -> None:  
     out = tmp_path / "run"
     train = [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", "climber",
              "--grid-entities", "--grid-cnn", "deep", "--smoke", "--out", str(out),
-             "--eval-baselines", "none"]  # fmt: skip
+             "--eval-baselines", "none", "--anneal-lr", "--steps", "300", "--ppo",
+             "learning_rate=0.001"]  # fmt: skip
     run = subprocess.run(train, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
+    # --anneal-lr: 0 at --steps 300 (the smoke run stops at 256): the last update's rate
+    assert _adam_rate(out / "checkpoint") == pytest.approx(0.001 * (1 - 256 / 300))
     plain = [*train[:4], "--smoke", "--out", str(out), "--eval-baselines", "none"]
     resumed = subprocess.run([*plain, "--resume", str(out / "checkpoint")],
                              capture_output=True, text=True, timeout=600)  # fmt: skip
@@ -203,6 +212,7 @@ def test_a_deep_cnn_marked_grid_run_resumes_and_needs_torch(tmp_path) -> None:  
     assert spec["extractor"] == "FlatGridExtractor" and spec["extractor_kwargs"] == {"cnn": "deep"}
     record = json.loads((out / "checkpoint" / "env.json").read_text())
     assert record["trainer"]["grid_cnn"] == "deep" and record["steps"] == 512
+    assert record["trainer"]["anneal_lr_to"] == 300 and _adam_rate(out / "checkpoint") == 0.0
     assert record["env"]["grid"] is True and record["env"]["grid_entities"] is True
     policy = load_policy(out / "checkpoint", backend="torch")
     assert policy.flatten is False

@@ -69,6 +69,9 @@ ABLATIONS: Dict[str, List[str]] = {
     "mlp-grid-g999-deep": ["--grid", "--grid-cnn", "deep", "--ppo", "gamma=0.999"],
     # the entities' cells marked in the grid (EntityVectorEnv grid_entities), as pixels show them
     "mlp-marks-g999": ["--grid-entities", "--ppo", "gamma=0.999"],
+    "mlp-marks-g999-deep": ["--grid-entities", "--grid-cnn", "deep", "--ppo", "gamma=0.999"],
+    # CleanRL's procgen PPO (the pixel anchor) anneals its learning rate to 0 over the run
+    "mlp-marks-g999-anneal": ["--grid-entities", "--anneal-lr", "--ppo", "gamma=0.999"],
     # bigfish (no terrain): 25M of mlp-g999 returned 13.4 sampled against pixel PPO's 16.5;
     # RogueNet's entropy bonus, and width
     "mlp-g999-ent05": ["--ent-coef", "0.05", "--ppo", "gamma=0.999"],

@@ -156,6 +156,9 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         action="store_true",
         help="also the camera square's tile classes as an image (a CNN reads it)",
     )
+    parser.add_argument("--anneal-lr", action="store_true",
+                        help="the learning rate falls linearly to 0 at --steps (CleanRL's "
+                             "procgen PPO); a resumed run keeps its own schedule")  # fmt: skip
     parser.add_argument("--grid-entities", action="store_true",
                         help="--grid with the entities' cells marked in it")  # fmt: skip
     parser.add_argument("--grid-cnn", choices=("small", "deep"), default="small",
@@ -305,7 +308,17 @@ def _start(
         if key not in hyper:
             _fail(f"--ppo: unknown setting {key!r} (one of {', '.join(hyper)})")
         hyper[key] = type(hyper[key])(value)
+    # --anneal-lr: 0 at --steps; a resumed run keeps the step its schedule reaches 0 at
+    args.anneal_lr = checkpoint.trainer.get("anneal_lr_to") or (args.steps if args.anneal_lr else 0)
     return checkpoint, hyper, spec, done
+
+
+def _anneal(model: Any, rate: float, zero_at: int) -> None:
+    """The learning rate from ``rate`` down to 0 at env step ``zero_at`` (0: no schedule),
+    linear in the steps done (``num_timesteps`` counts from the run's start, so a resumed run
+    stays on the line; SB3's own schedules restart with each ``learn``)."""
+    if zero_at > 0:  # else the constant rate SB3 was given
+        model.lr_schedule = lambda _: rate * max(0.0, 1.0 - model.num_timesteps / zero_at)
 
 
 def _load_resumed(model: Any, folder: Path, done: int) -> None:
@@ -387,6 +400,8 @@ def _record_trainer(
                           "policy": args.policy, **hyper}  # fmt: skip
     if flat_grid and args.grid_cnn != "small":
         checkpoint.trainer["grid_cnn"] = args.grid_cnn
+    if args.anneal_lr:
+        checkpoint.trainer["anneal_lr_to"] = args.anneal_lr
     if attention:
         checkpoint.trainer.update(d_model=args.d_model, layers=args.layers)
         checkpoint.normalize = True  # rewards only (the encoder reads symlog inputs)
@@ -454,6 +469,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 policy_kwargs=policy_kwargs, **hyper)  # fmt: skip
     if args.resume:
         _load_resumed(model, args.resume, done)
+    _anneal(model, float(hyper["learning_rate"]), int(args.anneal_lr))
     model.learn(total_timesteps=total, callback=metrics.callback, progress_bar=True,
                 reset_num_timesteps=not args.resume)  # fmt: skip
     metrics.close()
