@@ -43,22 +43,32 @@ class Run:
         tiles = meta.get("tilemap") or "no tilemap"
         levels = (meta.get("env_config") or {}).get("num_levels")
         train_on = f", {levels} levels" if levels else ""
-        # the policy arms of tools/run_ablations.py (older runs record none of these)
-        policy = f", {meta['policy']}" if meta.get("policy") else ""
-        if (meta.get("env_config") or {}).get("grid"):
-            policy += " + grid"
-        if meta.get("policy") and meta.get("gamma", 0.99) != 0.99:
-            policy += f", gamma {meta['gamma']}"
-        if meta.get("policy") and meta.get("ent_coef", [0.01, 0.01]) != [0.01, 0.01]:
-            low, high = meta["ent_coef"]
-            policy += f", entropy {low}" + (f":{high}" if high != low else "")
-        if meta.get("policy") == "mlp" and meta.get("net", "256,256") != "256,256":
-            policy += f", net {meta['net']}"
-        policy += "".join(f", {o}" for o in _user_overrides(meta))
+        policy = _policy_label(meta) + "".join(f", {o}" for o in _user_overrides(meta))
         return (
             f"{meta.get('game')} ({meta.get('env', 'fast')}, {tiles}{train_on}{policy}, "
             f"seed {meta.get('seed')})"
         )
+
+
+def _policy_label(meta: Dict[str, Any]) -> str:
+    """The policy arms of tools/run_ablations.py where they differ from the recipe (older runs
+    record none of these)."""
+    policy = f", {meta['policy']}" if meta.get("policy") else ""
+    env = meta.get("env_config") or {}
+    if env.get("grid"):
+        policy += " + grid" + (" with entities" if env.get("grid_entities") else "")
+    if meta.get("grid_cnn", "small") != "small":
+        policy += f" ({meta['grid_cnn']} CNN)"
+    if meta.get("policy") and meta.get("gamma", 0.99) != 0.99:
+        policy += f", gamma {meta['gamma']}"
+    if meta.get("policy") and meta.get("ent_coef", [0.01, 0.01]) != [0.01, 0.01]:
+        low, high = meta["ent_coef"]
+        policy += f", entropy {low}" + (f":{high}" if high != low else "")
+    if meta.get("policy") == "mlp" and meta.get("net", "256,256") != "256,256":
+        policy += f", net {meta['net']}"
+    if meta.get("anneal_lr_to"):
+        policy += f", lr {meta.get('learning_rate')} to 0 at {meta['anneal_lr_to'] / 1e6:g}M"
+    return policy
 
 
 #: enn-trainer overrides that say where this machine put a run and for how long, not what the
