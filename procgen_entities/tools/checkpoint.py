@@ -576,10 +576,19 @@ def _check_conversion(folder: Path, policy: Any, stats: Any) -> None:
     reference = torch_logits(policy, obs)
     rebuilt = torch_logits(build_sb3_policy(spec, _torch_state(folder)), obs)
     numpy_logits = MlpPolicy(spec, _numpy_state(folder)).logits(obs)
-    if not np.array_equal(reference, rebuilt) or not np.allclose(
-        numpy_logits, reference, atol=1e-5
-    ):
-        raise CheckpointError(f"{folder}: the converted policy's logits differ from the pickle's")
+    _same_logits(folder, reference, rebuilt)
+    _same_logits(folder, reference, numpy_logits)
+
+
+def _same_logits(folder: Path, reference: np.ndarray, converted: np.ndarray) -> None:
+    """Equal up to float32 rounding. Not bitwise: numpy's BLAS and torch's kernels (and one
+    CPU's vector width against another's) sum a layer's products in different orders, which
+    moves a logit of size 10 by ~1e-5 while a wrong weight moves it by ~1."""
+    if not np.allclose(converted, reference, rtol=1e-4, atol=1e-4):
+        worst = float(np.max(np.abs(converted - reference)))
+        raise CheckpointError(
+            f"{folder}: the converted policy's logits differ from the pickle's (by up to {worst:.3g})"
+        )
 
 
 def _check_dict_conversion(folder: Path, policy: Any, stats: Any) -> None:
@@ -596,8 +605,7 @@ def _check_dict_conversion(folder: Path, policy: Any, stats: Any) -> None:
             raise CheckpointError(f"{folder}: the converted normaliser differs from the pickle")
         obs = mine
     rebuilt = build_sb3_policy(read_spec(folder), _torch_state(folder), space)
-    if not np.array_equal(torch_logits(policy, obs), torch_logits(rebuilt, obs)):
-        raise CheckpointError(f"{folder}: the converted policy's logits differ from the pickle's")
+    _same_logits(folder, torch_logits(policy, obs), torch_logits(rebuilt, obs))
 
 
 def main(argv: Optional[List[str]] = None) -> int:
