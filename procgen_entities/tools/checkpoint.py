@@ -587,7 +587,8 @@ def _same_logits(folder: Path, reference: np.ndarray, converted: np.ndarray) -> 
     if not np.allclose(converted, reference, rtol=1e-4, atol=1e-4):
         worst = float(np.max(np.abs(converted - reference)))
         raise CheckpointError(
-            f"{folder}: the converted policy's logits differ from the pickle's (by up to {worst:.3g})"
+            f"{folder}: the converted policy's logits differ from the pickle's"
+            f" (by up to {worst:.3g})"
         )
 
 
