@@ -291,7 +291,7 @@ def test_evaluate_levels_reports_each_level(tmp_path: Path, batch: str) -> None:
 
 @pytest.mark.live
 def test_the_grid_agent_completes_the_level_without_its_barrier(tmp_path: Path) -> None:
-    """docs/levels.md: the 25M grid agent, which sees the terrain as an image, completes the
+    """docs/levels.md: the 25M marked-grid agent, which sees the terrain as an image, completes the
     drawn level and the one without the barrier (the flat MLP stands there until the limit)."""
     folder = tmp_path / "levels"
     folder.mkdir()
@@ -303,7 +303,7 @@ def test_the_grid_agent_completes_the_level_without_its_barrier(tmp_path: Path) 
     assert proc.returncode == 0, proc.stderr
     rows = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()[2:-1]}
     assert rows == {
-        "a-drawn.txt": ["complete", "10.00", "73"],
+        "a-drawn.txt": ["complete", "10.00", "74"],
         "b-no-barrier.txt": ["complete", "10.00", "72"],
     }
 

@@ -76,23 +76,23 @@ def test_the_readme_gif_is_what_dump_makes(tmp_path: Path) -> None:
     remade = tmp_path / "agent.gif"
     proc = dump(*README_GIF_ARGS, "--video", str(remade))
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "checkpoints/coinrun: level complete after 87 steps, return 10" in proc.stderr
+    assert "checkpoints/coinrun: level complete after 118 steps, return 10" in proc.stderr
     committed, mine = gif_frames(README_GIF), gif_frames(remade)
-    assert len(committed) == len(mine) == 88
+    assert len(committed) == len(mine) == 119
     for a, b in zip(committed, mine):
         np.testing.assert_array_equal(a, b)
 
 
 def test_watch_piped_prints_plain_frames_until_the_episode_ends() -> None:
     """Piped, --watch prints each state as plain text (no escape codes); a checkpoint plays
-    its episode to the end (coinrun level 0: completed in 87 steps) and stops."""
+    its episode to the end (coinrun level 0: completed in 118 steps) and stops."""
     proc = dump("coinrun", "--policy", COINRUN, "--watch", "--entities")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "\x1b" not in proc.stdout and "\x1b" not in proc.stderr
     steps = [int(s) for s in HEADER.findall(proc.stdout)]
-    assert steps == list(range(88))
-    assert proc.stdout.count("Player") >= 88  # the entity table of every frame
-    assert "level complete after 87 steps, return 10" in proc.stderr
+    assert steps == list(range(119))
+    assert proc.stdout.count("Player") >= 119  # the entity table of every frame
+    assert "level complete after 118 steps, return 10" in proc.stderr
 
 
 def test_watching_needs_no_torch(tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ def test_watching_needs_no_torch(tmp_path: Path) -> None:
     proc = dump(*README_GIF_ARGS, "--video", str(video), prelude=blocker)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().endswith("torch imported: False")
-    assert "level complete after 87 steps, return 10" in proc.stderr
+    assert "level complete after 118 steps, return 10" in proc.stderr
     for a, b in zip(gif_frames(video), gif_frames(README_GIF)):
         np.testing.assert_array_equal(a, b)
 
