@@ -19,6 +19,9 @@ README_GIF = REPO / "docs" / "coinrun-agent.gif"
 #: How the README's GIF was made (and is remade by the test below).
 README_GIF_ARGS = ("coinrun", "--policy", "checkpoints/coinrun", "--seed", "0", "--beside",
                    "--scale", "3")  # fmt: skip
+#: How long checkpoints/coinrun takes to complete level 0 (one frame per state, the first too).
+LEVEL0_STEPS = 118
+LEVEL0_END = f"level complete after {LEVEL0_STEPS} steps, return 10"
 STEP_MS = 70  # tools/video.py's GIF frame duration at 15 fps
 HEADER = re.compile(r"^coinrun  mode=easy  level=0  step=(\d+) ", re.M)
 
@@ -76,23 +79,23 @@ def test_the_readme_gif_is_what_dump_makes(tmp_path: Path) -> None:
     remade = tmp_path / "agent.gif"
     proc = dump(*README_GIF_ARGS, "--video", str(remade))
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "checkpoints/coinrun: level complete after 118 steps, return 10" in proc.stderr
+    assert f"checkpoints/coinrun: {LEVEL0_END}" in proc.stderr
     committed, mine = gif_frames(README_GIF), gif_frames(remade)
-    assert len(committed) == len(mine) == 119
+    assert len(committed) == len(mine) == LEVEL0_STEPS + 1
     for a, b in zip(committed, mine):
         np.testing.assert_array_equal(a, b)
 
 
 def test_watch_piped_prints_plain_frames_until_the_episode_ends() -> None:
     """Piped, --watch prints each state as plain text (no escape codes); a checkpoint plays
-    its episode to the end (coinrun level 0: completed in 118 steps) and stops."""
+    its episode to the end (coinrun level 0: completed in LEVEL0_STEPS steps) and stops."""
     proc = dump("coinrun", "--policy", COINRUN, "--watch", "--entities")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "\x1b" not in proc.stdout and "\x1b" not in proc.stderr
     steps = [int(s) for s in HEADER.findall(proc.stdout)]
-    assert steps == list(range(119))
-    assert proc.stdout.count("Player") >= 119  # the entity table of every frame
-    assert "level complete after 118 steps, return 10" in proc.stderr
+    assert steps == list(range(LEVEL0_STEPS + 1))
+    assert proc.stdout.count("Player") >= LEVEL0_STEPS + 1  # the entity table of every frame
+    assert LEVEL0_END in proc.stderr
 
 
 def test_watching_needs_no_torch(tmp_path: Path) -> None:
@@ -112,7 +115,7 @@ def test_watching_needs_no_torch(tmp_path: Path) -> None:
     proc = dump(*README_GIF_ARGS, "--video", str(video), prelude=blocker)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().endswith("torch imported: False")
-    assert "level complete after 118 steps, return 10" in proc.stderr
+    assert LEVEL0_END in proc.stderr
     for a, b in zip(gif_frames(video), gif_frames(README_GIF)):
         np.testing.assert_array_equal(a, b)
 
