@@ -29,6 +29,7 @@ __all__ = [
     "NUM_ACTIONS",
     "TRAILER_KINDS",
     "Game",
+    "Recipe",
     "default_caps",
     "get_game",
     "value_ranges",
@@ -101,6 +102,36 @@ class Support:
     at_rest: bool = False
     #: a trailer bool that also counts as support (coinrun's is_on_crate)
     flag: str | None = None
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a game's committed agent was trained: what ``python -m procgen_entities.tools.sb3_ppo
+    GAME`` (trainer "sb3") or ``python -m procgen_entities.train GAME`` (trainer "enn") train
+    with no flags; their flags override it. The observation's tilemap and caps are the game's
+    own ``training_tilemap`` and ``training_caps``; everything else is here."""
+
+    #: "sb3": tools/sb3_ppo.py (SB3's policy network, the lean PPO learner); "enn":
+    #: enn-trainer's RogueNet (tools/train.py)
+    trainer: str = "sb3"
+    #: the camera square's class image beside the flat slots, read by a small CNN
+    grid: bool = False
+    #: the entities' cells marked in that image (EntityVectorEnv grid_entities)
+    grid_entities: bool = False
+    gamma: float = 0.99
+    #: the learning rate falls linearly to 0 at the run's last step (sb3_ppo --anneal-lr)
+    anneal_lr: bool = False
+    #: the MLP's hidden layers (policy and value each)
+    net: str = "256,256"
+    ent_coef: float = 0.01
+    #: enn-trainer fields (``a.b=value``) after tools/train.py's base settings
+    enn_overrides: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.trainer not in ("sb3", "enn"):
+            raise ValueError(f"recipe trainer must be sb3 or enn, not {self.trainer!r}")
+        if self.grid_entities and not self.grid:
+            raise ValueError("grid_entities needs grid")
 
 
 #: The agents docs/training.md measures ours against (Game.anchors), with where the figures are
@@ -184,6 +215,8 @@ class Game:
     #: of these and the measured ranges, so a real state of a rare level or of good play is
     #: never refused.
     reachable: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    #: How the committed agent (checkpoints/<name>) was trained; the training tools' defaults.
+    recipe: Recipe = field(default_factory=Recipe)
 
     def __post_init__(self) -> None:
         for name, kind in self.trailer:
@@ -289,6 +322,18 @@ _GAME_LIST = [
         name="bigfish",
         cpp_class="BigFish",
         anchors={"pixel_ppo": 16.46, "roguenet_2022": 34.0},
+        # the 2022 entity agent's settings won the 5M ablation (docs/training.md)
+        recipe=Recipe(
+            trainer="enn",
+            gamma=0.999,
+            enn_overrides=(
+                "net.d_model=16",
+                "net.n_layer=2",
+                "optim.lr=0.01",
+                "ppo.ent_coef=0.05",
+                "ppo.gamma=0.999",
+            ),
+        ),  # fmt: skip
         return_range=(1.0, 40.0),  # the procgen paper's easy-mode constants (Cobbe et al. 2020)
         trailer=(("fish_eaten", "i"), ("r_inc", "f")),
         entity_types={0: "Player", 2: "Fish"},
@@ -415,6 +460,7 @@ _GAME_LIST = [
         exploration_level=1561126160,
         cpp_class="Climber",
         anchors={"pixel_ppo": 8.7, "roguenet_2022": 5.2},
+        recipe=Recipe(grid=True, grid_entities=True, gamma=0.999, anneal_lr=True),
         column_terrain=("Wall", None),
         return_range=(2.0, 12.6),
         # columns: the side walls and floor are 16 Columns in a fixed layout and the runs are
@@ -451,6 +497,7 @@ _GAME_LIST = [
         exploration_level=1949448038,
         cpp_class="CoinRun",
         anchors={"pixel_ppo": 9.2, "roguenet_2022": 9.4},
+        recipe=Recipe(grid=True, grid_entities=True, gamma=0.999),
         column_terrain=("Wall", "Lava"),
         return_range=(5.0, 10.0),
         training_tilemap="columns",
@@ -600,6 +647,7 @@ _GAME_LIST = [
         exploration_level=1123500215,
         cpp_class="Ninja",
         anchors={"pixel_ppo": 9.0, "roguenet_2022": 6.4},
+        recipe=Recipe(grid=True, gamma=0.999),
         column_terrain=("Wall", None),
         return_range=(3.5, 10.0),
         training_tilemap="runs",

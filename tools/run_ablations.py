@@ -77,6 +77,13 @@ ABLATIONS: Dict[str, List[str]] = {
     "mlp-g999-ent05": ["--ent-coef", "0.05", "--ppo", "gamma=0.999"],
     "mlp-g999-w512": ["--net", "512,512", "--ppo", "gamma=0.999"],
 }
+# issue 34: the game's committed recipe (Game.recipe), trained by the lean learner (sb3_ppo's
+# default) and by SB3's own PPO; every other arm is the bare recipe with flags, under SB3's PPO,
+# as those arms were run (BASE)
+ABLATIONS["game-recipe"] = ["--recipe", "game", "--trainer", "lean"]
+ABLATIONS["game-recipe-sb3"] = ["--recipe", "game", "--trainer", "sb3"]
+#: what every sb3_ppo arm starts from (its own flags come after, and win)
+BASE = ["--recipe", "none", "--trainer", "sb3"]
 SEEDS = (0, 1)
 
 
@@ -90,14 +97,14 @@ def latest_checkpoint(folder: Path) -> Optional[Path]:
     return max(found)[1] if found else None
 
 
-def evaluate_command(folder: Path, episodes: int) -> List[str]:
+def evaluate_command(folder: Path, episodes: int, sampled: bool = False) -> List[str]:
     return [sys.executable, "-m", "procgen_entities.evaluate", str(folder / "checkpoint"),
             "--episodes", str(episodes), "--baselines", "none",
-            "--json", str(folder / "evaluation.json")]  # fmt: skip
+            "--json", str(folder / "evaluation.json")] + ["--sampled"] * sampled  # fmt: skip
 
 
 def command(
-    game: str, name: str, seed: int, steps: int, out: Path, episodes: int
+    game: str, name: str, seed: int, steps: int, out: Path, episodes: int, sampled: bool = False
 ) -> Optional[List[str]]:
     """The next command of an arm (None when it is done)."""
     extra = ABLATIONS[name]
@@ -105,24 +112,26 @@ def command(
     if (folder / "evaluation.json").is_file():
         return None
     if (folder / "checkpoint" / "env.json").is_file():
-        return evaluate_command(folder, episodes)
+        return evaluate_command(folder, episodes, sampled)
     if extra and extra[0] == "enn:":  # train (resumed where it stopped), then evaluate
         from procgen_entities.tools.train import resumed_steps  # needs the train extra
 
         again = ["--resume"] if folder.is_dir() and resumed_steps(folder) is not None else []
         train = [sys.executable, "-m", "procgen_entities.train", game, "--steps", str(steps),
                  "--seed", str(seed), "--out", str(folder), *again, *extra[1:]]  # fmt: skip
-        evaluate = evaluate_command(folder, episodes)
+        evaluate = evaluate_command(folder, episodes, sampled)
         return ["bash", "-c", f"{shlex.join(train)} && {shlex.join(evaluate)}"]
     resume = latest_checkpoint(folder) if folder.is_dir() else None
     # a run of this runner from before the data format resumes from its own pickles, trusted
     trust = ["--trust-pickle"] if resume and (resume / "model.zip").is_file() else []
     if resume is None and (folder / "metrics.jsonl").is_file():
         (folder / "metrics.jsonl").unlink()  # a start from scratch: the old records go
-    return [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", game,
-            "--steps", str(steps), "--seed", str(seed), "--out", str(folder),
-            "--eval-episodes", str(episodes), "--eval-baselines", "none", *extra,
-            *(["--resume", str(resume)] if resume else []), *trust]  # fmt: skip
+    train = [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", game,
+             "--steps", str(steps), "--seed", str(seed), "--out", str(folder),
+             "--eval-episodes", "0", *BASE, *extra,
+             *(["--resume", str(resume)] if resume else []), *trust]  # fmt: skip
+    evaluate = evaluate_command(folder, episodes, sampled)
+    return ["bash", "-c", f"{shlex.join(train)} && {shlex.join(evaluate)}"]
 
 
 def main() -> int:
@@ -136,6 +145,8 @@ def main() -> int:
     parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     parser.add_argument("--eval-episodes", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=Path("runs/ablations"))
+    parser.add_argument("--sampled", action="store_true",
+                        help="evaluate with sampled actions (evaluate --sampled)")  # fmt: skip
     args = parser.parse_args()
     unknown = sorted(set(args.names) - set(ABLATIONS))
     if unknown:
@@ -148,7 +159,8 @@ def main() -> int:
         running = [p for p in running if p.poll() is None]
         while queue and len(running) < args.jobs:
             name, seed = queue.pop(0)
-            cmd = command(args.game, name, seed, args.steps, args.out, args.eval_episodes)
+            cmd = command(args.game, name, seed, args.steps, args.out, args.eval_episodes,
+                          args.sampled)  # fmt: skip
             if cmd is None:
                 print(f"done: {name}-s{seed}", flush=True)
                 continue

@@ -19,13 +19,19 @@ import torch
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
-from stable_baselines3.common.vec_env import VecEnv
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from procgen_entities.gymnasium.observation import GRID_KEY
 from procgen_entities.gymnasium.policy import EntityEncoder, FlatGridEncoder, encoder_inputs
 from procgen_entities.gymnasium.vector import EntityVectorEnv
 
-__all__ = ["EntityExtractor", "FlatGridExtractor", "SB3VecEnv", "normalized_keys"]
+__all__ = [
+    "EntityExtractor",
+    "FlatGridExtractor",
+    "FlatVecNormalize",
+    "SB3VecEnv",
+    "normalized_keys",
+]
 
 
 class SB3VecEnv(VecEnv):  # type: ignore[misc]
@@ -102,6 +108,76 @@ def normalized_keys(observation_space: spaces.Dict) -> List[str]:
     """The dict form's keys VecNormalize may normalise: slot values and globals (not the
     masks, not the class image)."""
     return [k for k in observation_space.spaces if not k.endswith("_mask") and k != GRID_KEY]
+
+
+class FlatVecNormalize(VecNormalize):  # type: ignore[misc]
+    """SB3's ``VecNormalize`` with the dict form's keys normalised in one pass: the keys'
+    values side by side in one [envs, D] array, so each step makes one mean, one variance and
+    one normalisation instead of three numpy calls per key, and no deep copy of the
+    observation. The statistics stay SB3's (one ``RunningMeanStd`` per key, updated from the
+    same moments, elementwise the same arithmetic: tests/test_lean_ppo.py compares them with
+    VecNormalize's bit for bit), so checkpoints and ``load_normalizer`` are unchanged. The flat
+    form is VecNormalize's own."""
+
+    def __init__(self, venv: VecEnv, **kwargs: Any) -> None:
+        super().__init__(venv, **kwargs)
+        self._layout: List[Any] = []
+        if self.norm_obs and isinstance(self.obs_rms, dict):
+            start = 0
+            space: Any = self.observation_space
+            for key in self.norm_obs_keys or ():
+                shape = tuple(space.spaces[key].shape)
+                size = int(np.prod(shape))
+                self._layout.append((key, slice(start, start + size), shape))
+                start += size
+
+    def _side_by_side(self, obs: Dict[str, np.ndarray], n: int) -> np.ndarray:
+        return np.concatenate([obs[key].reshape(n, -1) for key, _, _ in self._layout], axis=1)
+
+    def _update_stats(self, obs: Any) -> None:
+        if not self._layout:
+            self.obs_rms.update(obs)
+            return
+        n = len(obs[self._layout[0][0]])
+        flat = self._side_by_side(obs, n)
+        mean, var = np.mean(flat, axis=0), np.var(flat, axis=0)
+        for key, part, shape in self._layout:
+            self.obs_rms[key].update_from_moments(mean[part].reshape(shape),
+                                                  var[part].reshape(shape), n)  # fmt: skip
+
+    def normalize_obs(self, obs: Any) -> Any:
+        if not self._layout or not isinstance(obs, dict):
+            return super().normalize_obs(obs)
+        key0, _, shape0 = self._layout[0]
+        single = obs[key0].shape == shape0  # a terminal observation: one env's, no batch axis
+        batch = {k: v[None] for k, v in obs.items()} if single else obs
+        n = len(batch[key0])
+        flat = self._side_by_side(batch, n)
+        mean = np.concatenate([self.obs_rms[k].mean.reshape(-1) for k, _, _ in self._layout])
+        var = np.concatenate([self.obs_rms[k].var.reshape(-1) for k, _, _ in self._layout])
+        normed = np.clip((flat - mean) / np.sqrt(var + self.epsilon), -self.clip_obs,
+                         self.clip_obs).astype(np.float32)  # fmt: skip
+        out = dict(batch)
+        for key, part, shape in self._layout:
+            out[key] = normed[:, part].reshape(n, *shape)
+        return {k: v[0] for k, v in out.items()} if single else out
+
+    def step_wait(self) -> Any:
+        obs, rewards, dones, infos = self.venv.step_wait()
+        self.old_obs, self.old_reward = obs, rewards  # type: ignore[assignment]
+        if self.training and self.norm_obs:
+            self._update_stats(obs)
+        obs = self.normalize_obs(obs)
+        if self.training:
+            self._update_reward(rewards)
+        rewards = self.normalize_reward(rewards)
+        for i in np.flatnonzero(dones):
+            if "terminal_observation" in infos[i]:
+                infos[i]["terminal_observation"] = self.normalize_obs(
+                    infos[i]["terminal_observation"]
+                )
+        self.returns[dones] = 0
+        return obs, rewards, dones, infos
 
 
 class FlatGridExtractor(BaseFeaturesExtractor):  # type: ignore[misc]

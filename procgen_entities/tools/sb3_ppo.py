@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, NoReturn, Optional, Tuple
 
-from procgen_entities.games import Game, get_game
+from procgen_entities.games import Game, Recipe, get_game
 from procgen_entities.tools.checkpoint import (
     OPTIMIZER,
     Checkpoint,
@@ -59,52 +59,69 @@ HYPERPARAMETERS: Dict[str, Any] = dict(
 
 
 class _Metrics:
-    """SB3 callback: one "update" record per rollout, one "episode" record per finished episode,
-    the entropy schedule, and checkpoints every ``every`` steps."""
+    """A run's bookkeeping: one "update" record per rollout, one "episode" record per finished
+    episode, the entropy schedule, and checkpoints every ``every`` steps. LeanPPO calls its
+    hooks (``rollout_start``, ``step``, ``rollout_end``) itself; ``sb3_callback`` wraps them for
+    SB3's PPO."""
 
     def __init__(self, out: Path, meta: Dict[str, Any], schedule: tuple, total: int,
                  every: int, save: Any) -> None:  # fmt: skip
-        import torch
-        from stable_baselines3.common.callbacks import BaseCallback
-
         self.file = (out / "metrics.jsonl").open("a")
         self.file.write(json.dumps({"kind": "run", **meta}) + "\n")
         self.start = time.perf_counter()
+        self.schedule, self.total, self.every, self.save = schedule, total, every, save
+        self.saved = 0
+        self.train_threads = 1
+        self.resumed_at = int(meta.get("resumed_at", 0))
+
+    def rollout_start(self) -> None:
+        import torch
+
+        torch.set_num_threads(1)  # the env's pool steps on the other core
+
+    def step(self, infos: Any, num_timesteps: int) -> None:
+        for info in infos:
+            if "episode" in info:
+                self.write(kind="episode", step=num_timesteps,
+                           **{"return": info["episode"]["r"]}, length=info["episode"]["l"],
+                           level_complete=info.get("level_complete"))  # fmt: skip
+
+    def rollout_end(self, model: Any) -> None:
+        import torch
+
+        # the gradient steps that follow have the machine to themselves (the pool's workers
+        # sleep between rollouts)
+        torch.set_num_threads(self.train_threads)
+        seconds = time.perf_counter() - self.start
+        start, end = self.schedule
+        done = min(1.0, model.num_timesteps / max(self.total, 1))
+        coef = start + (end - start) * done
+        model.ent_coef = coef  # read per update, by SB3's PPO and LeanPPO alike
+        sps = (model.num_timesteps - self.resumed_at) / max(seconds, 1e-9)
+        self.write(kind="update", step=model.num_timesteps, seconds=round(seconds, 2),
+                   steps_per_second=round(sps, 1), ent_coef=round(coef, 5))  # fmt: skip
+        if self.every and model.num_timesteps // self.every > self.saved:
+            self.saved = model.num_timesteps // self.every
+            self.save(model, f"checkpoint-{model.num_timesteps}")
+
+    def sb3_callback(self) -> Any:
+        """The hooks as an SB3 callback (``PPO.learn(callback=...)``)."""
+        from stable_baselines3.common.callbacks import BaseCallback
+
         outer = self
 
         class Callback(BaseCallback):  # type: ignore[misc]
             def _on_step(self) -> bool:
-                for info in self.locals.get("infos", []):
-                    if "episode" in info:
-                        outer.write(kind="episode", step=self.num_timesteps,
-                                    **{"return": info["episode"]["r"]},
-                                    length=info["episode"]["l"],
-                                    level_complete=info.get("level_complete"))  # fmt: skip
+                outer.step(self.locals.get("infos", []), self.num_timesteps)
                 return True
 
             def _on_rollout_start(self) -> None:
-                torch.set_num_threads(1)  # the env's pool steps on the other core
+                outer.rollout_start()
 
             def _on_rollout_end(self) -> None:
-                # the gradient steps that follow have the machine to themselves (the pool's
-                # workers sleep between rollouts)
-                torch.set_num_threads(outer.train_threads)
-                seconds = time.perf_counter() - outer.start
-                start, end = schedule
-                done = min(1.0, self.num_timesteps / max(total, 1))
-                coef = start + (end - start) * done
-                self.model.ent_coef = coef  # type: ignore[attr-defined]  # PPO's, read per update
-                sps = (self.num_timesteps - outer.resumed_at) / max(seconds, 1e-9)
-                outer.write(kind="update", step=self.num_timesteps, seconds=round(seconds, 2),
-                            steps_per_second=round(sps, 1), ent_coef=round(coef, 5))  # fmt: skip
-                if every and self.num_timesteps // every > outer.saved:
-                    outer.saved = self.num_timesteps // every
-                    save(self.model, f"checkpoint-{self.num_timesteps}")
+                outer.rollout_end(self.model)
 
-        self.saved = 0
-        self.train_threads = 1
-        self.resumed_at = int(meta.get("resumed_at", 0))
-        self.callback = Callback()
+        return Callback()
 
     def write(self, **record: Any) -> None:
         self.file.write(json.dumps(record) + "\n")
@@ -136,7 +153,11 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                         help="--resume from an old pickled checkpoint (converted first; "
                              "unpickling can run code: only folders you trust)")  # fmt: skip
     parser.add_argument("--checkpoint-every", type=int, default=500_000)
-    parser.add_argument("--ent-coef", default="0.01", help="A or A:B (linear from A to B)")
+    parser.add_argument("--ent-coef", default=None,
+                        help="A or A:B (linear from A to B; default: the recipe's)")  # fmt: skip
+    parser.add_argument("--recipe", choices=("game", "none"), default="game",
+                        help="game: the game's committed recipe (Game.recipe) is the default, "
+                             "the flags override it; none: the flags alone")  # fmt: skip
     parser.add_argument("--no-window", action="store_true", help="every entity of the level")
     parser.add_argument("--stale-support", action="store_true",
                         help="procgen's has_support instead of on_ground")  # fmt: skip
@@ -176,12 +197,24 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         default=0,
         help="torch threads for the gradient steps (default: the usable CPUs)",
     )
+    parser.add_argument("--trainer", choices=("lean", "sb3"), default="lean",
+                        help="the learner: tools/lean_ppo.py (default) or SB3's own PPO "
+                             "(the same network, algorithm and checkpoints; slower)")  # fmt: skip
+    parser.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default="auto",
+                        help="the lean learner's arithmetic (lean_ppo.PRECISIONS; auto: bfloat16 "
+                             "where the CPU multiplies it natively)")  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="2 tiny updates, 16 eval episodes")
     return parser.parse_args(argv)
 
 
+def _recipe(args: argparse.Namespace) -> Recipe:
+    """The defaults a new run starts from: the game's recipe, or (--recipe none) the bare one."""
+    return get_game(args.game).recipe if args.recipe == "game" else Recipe()
+
+
 def _env_config(args: argparse.Namespace) -> EnvConfig:
     info = get_game(args.game)
+    recipe = _recipe(args)
     globals_ = None
     if args.stale_support:
         if info.support is None:
@@ -196,7 +229,8 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
         game=args.game, distribution_mode=args.mode, num_levels=args.num_levels,
         tilemap=tilemap, entity_window=not args.no_window,
         global_features=globals_, max_entities=_caps(info, tilemap, args.cap) or None,
-        grid=args.grid or args.grid_entities, grid_entities=args.grid_entities,
+        grid=args.grid or args.grid_entities or recipe.grid,
+        grid_entities=args.grid_entities or recipe.grid_entities,
     )  # fmt: skip
 
 
@@ -249,22 +283,24 @@ def _resume(folder: Path, trust_pickle: bool) -> tuple:
 
 
 def _normalized(env: Any, resume: Optional[Path], gamma: float, attention: bool,
-                flat_grid: bool) -> Any:  # fmt: skip
+                flat_grid: bool, lean: bool = True) -> Any:  # fmt: skip
     """SB3's VecNormalize around the env: the flat form's every value; the dict form's slot
     values and globals (FlatGridExtractor) or, for the attention encoder, rewards only; with
-    ``resume``, its statistics and settings."""
+    ``resume``, its statistics and settings. ``lean``: FlatVecNormalize (the same statistics,
+    one numpy pass per step) instead of VecNormalize itself."""
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from procgen_entities.gymnasium.sb3 import normalized_keys
+    from procgen_entities.gymnasium.sb3 import FlatVecNormalize, normalized_keys
 
     keys = normalized_keys(env.observation_space) if flat_grid else None
+    kind = FlatVecNormalize if lean else VecNormalize
     if resume is None:
-        return VecNormalize(env, gamma=gamma, norm_obs=not attention, norm_obs_keys=keys)
+        return kind(env, gamma=gamma, norm_obs=not attention, norm_obs_keys=keys)
     stats = load_normalizer(resume)
-    wrapped = VecNormalize(env, gamma=stats.gamma, norm_obs=stats.norm_obs,
-                           norm_reward=stats.norm_reward, clip_obs=stats.clip_obs,
-                           clip_reward=stats.clip_reward, epsilon=stats.epsilon,
-                           norm_obs_keys=keys)  # fmt: skip
+    wrapped = kind(env, gamma=stats.gamma, norm_obs=stats.norm_obs,
+                   norm_reward=stats.norm_reward, clip_obs=stats.clip_obs,
+                   clip_reward=stats.clip_reward, epsilon=stats.epsilon,
+                   norm_obs_keys=keys)  # fmt: skip
     stats.apply_to(wrapped)
     return wrapped
 
@@ -303,6 +339,12 @@ def _start(
     else:
         done = 0
         checkpoint = Checkpoint(env=_env_config(args), normalize=not args.no_normalize)
+        hyper["gamma"] = _recipe(args).gamma
+        if _recipe(args).trainer != "sb3":
+            print(f"note: {args.game}'s committed recipe trains with enn-trainer "
+                  f"(python -m procgen_entities.train {args.game}); this is the SB3 MLP",
+                  file=sys.stderr)  # fmt: skip
+        args.anneal_lr = args.anneal_lr or _recipe(args).anneal_lr
     for item in args.ppo:
         key, _, value = item.partition("=")
         if key not in hyper:
@@ -313,12 +355,48 @@ def _start(
     return checkpoint, hyper, spec, done
 
 
+def _entropy_schedule(args: argparse.Namespace, checkpoint: Checkpoint) -> Tuple[float, float]:
+    """--ent-coef A[:B], else a resumed run's recorded schedule, else the recipe's."""
+    if args.ent_coef is None:
+        recorded = checkpoint.trainer.get("ent_coef")
+        if isinstance(recorded, list) and len(recorded) == 2:
+            return float(recorded[0]), float(recorded[1])
+        args.ent_coef = str(_recipe(args).ent_coef)
+    try:
+        start, end = (float(x) for x in (args.ent_coef.split(":") * 2)[:2])
+    except ValueError:
+        _fail(f"--ent-coef: expected A or A:B, got {args.ent_coef!r}")
+    return start, end
+
+
 def _anneal(model: Any, rate: float, zero_at: int) -> None:
     """The learning rate from ``rate`` down to 0 at env step ``zero_at`` (0: no schedule),
     linear in the steps done (``num_timesteps`` counts from the run's start, so a resumed run
     stays on the line; SB3's own schedules restart with each ``learn``)."""
     if zero_at > 0:  # else the constant rate SB3 was given
         model.lr_schedule = lambda _: rate * max(0.0, 1.0 - model.num_timesteps / zero_at)
+
+
+def _new_model(
+    args: argparse.Namespace,
+    kind: str,
+    env: Any,
+    coef: float,
+    policy_kwargs: Dict[str, Any],
+    hyper: Dict[str, Any],
+    threads: int,
+) -> Any:
+    """The learner: LeanPPO (the default) or SB3's own PPO (``--trainer sb3``); the same policy
+    network and checkpoints either way."""
+    if args.trainer == "sb3":
+        from stable_baselines3 import PPO
+
+        return PPO(kind, env, seed=args.seed, verbose=0, device="cpu", ent_coef=coef,
+                   policy_kwargs=policy_kwargs, **hyper)  # fmt: skip
+    from procgen_entities.tools.lean_ppo import LeanPPO
+
+    return LeanPPO(kind, env, seed=args.seed, ent_coef=coef, policy_kwargs=policy_kwargs,
+                   train_threads=threads, precision=args.precision, **hyper)  # fmt: skip
 
 
 def _load_resumed(model: Any, folder: Path, done: int) -> None:
@@ -332,9 +410,14 @@ def _load_resumed(model: Any, folder: Path, done: int) -> None:
     except (CheckpointError, RuntimeError) as exc:
         _fail(str(exc).splitlines()[0])
     if (folder / OPTIMIZER).is_file():
-        model.policy.optimizer.load_state_dict(
+        optimizer = model.policy.optimizer
+        # the saved param groups carry the saving learner's "fused" flag: keep this one's
+        fused = [group.get("fused") for group in optimizer.param_groups]
+        optimizer.load_state_dict(
             torch.load(folder / OPTIMIZER, map_location="cpu", weights_only=True)
         )
+        for group, flag in zip(optimizer.param_groups, fused):
+            group["fused"] = flag
     else:
         print(f"note: {folder} has no {OPTIMIZER}: Adam's moments start afresh",
               file=sys.stderr)  # fmt: skip
@@ -377,7 +460,7 @@ def _policy_of(
         args.grid_cnn = extractor.get("cnn", "small")
         return policy_kwargs_of(spec)
     attention = args.policy == "attention"
-    default = "256" if attention else "256,256"
+    default = "256" if attention else _recipe(args).net
     return _new_policy(attention, not attention and grid, args.net or default, args)
 
 
@@ -397,7 +480,11 @@ def _record_trainer(
     checkpoint.trainer = {"trainer": f"stable-baselines3 PPO {name}", "seed": args.seed,
                           "envs": args.envs, "ent_coef": list(schedule),
                           "net": ",".join(map(str, net)) if isinstance(net, list) else net,
-                          "policy": args.policy, **hyper}  # fmt: skip
+                          "policy": args.policy, "learner": args.trainer, **hyper}  # fmt: skip
+    if args.trainer == "lean":
+        from procgen_entities.tools.lean_ppo import resolve_precision
+
+        checkpoint.trainer["precision"] = resolve_precision(args.precision)
     if flat_grid and args.grid_cnn != "small":
         checkpoint.trainer["grid_cnn"] = args.grid_cnn
     if args.anneal_lr:
@@ -421,7 +508,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     # The folder to resume is checked first: its errors come before the imports' output.
     resume = _resume(args.resume, args.trust_pickle) if args.resume else None
     import torch
-    from stable_baselines3 import PPO
 
     from procgen_entities.gymnasium.sb3 import SB3VecEnv
     from procgen_entities.tools.numpy_policy import DictNormalizer, Normalizer
@@ -429,7 +515,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     torch.set_num_threads(1)  # while the env's pool steps (see _Metrics for the updates)
     checkpoint, hyper, spec, done = _start(args, resume)
     config = checkpoint.env
-    schedule = tuple(float(x) for x in (args.ent_coef.split(":") * 2)[:2])
+    schedule = _entropy_schedule(args, checkpoint)
     out = args.out or Path("runs") / f"sb3-{args.game}-{args.seed}"
     out.mkdir(parents=True, exist_ok=True)
     if args.smoke:  # two tiny updates past where the run starts
@@ -445,7 +531,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     meta = _run_meta(args, checkpoint, done)
     env: Any = SB3VecEnv(make_env(config, args.envs, args.seed + done, flatten=not dict_form))
     if checkpoint.normalize:
-        env = _normalized(env, args.resume, hyper["gamma"], attention, flat_grid)
+        env = _normalized(env, args.resume, hyper["gamma"], attention, flat_grid,
+                          lean=args.trainer == "lean")  # fmt: skip
 
     def save(model: Any, name: str) -> None:
         folder = out / name
@@ -465,13 +552,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     metrics.train_threads = args.train_threads or len(os.sched_getaffinity(0))
     start, end = schedule
     coef = start + (end - start) * min(1.0, done / max(args.steps, 1))
-    model = PPO(kind, env, seed=args.seed, verbose=0, device="cpu", ent_coef=coef,
-                policy_kwargs=policy_kwargs, **hyper)  # fmt: skip
+    model = _new_model(args, kind, env, coef, policy_kwargs, hyper, metrics.train_threads)
     if args.resume:
         _load_resumed(model, args.resume, done)
     _anneal(model, float(hyper["learning_rate"]), int(args.anneal_lr))
-    model.learn(total_timesteps=total, callback=metrics.callback, progress_bar=True,
-                reset_num_timesteps=not args.resume)  # fmt: skip
+    if args.trainer == "sb3":
+        # SB3's bar (tqdm's rich bar) on a terminal only: piped, it warns and draws nothing
+        bar = sys.stderr.isatty()
+        model.learn(total_timesteps=total, callback=metrics.sb3_callback(), progress_bar=bar,
+                    reset_num_timesteps=not args.resume)  # fmt: skip
+    else:
+        model.learn(total, hooks=metrics, reset_num_timesteps=not args.resume, progress_bar=True)
     metrics.close()
     save(model, "checkpoint")
     env.close()
