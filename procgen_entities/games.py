@@ -144,6 +144,12 @@ ANCHOR_SOURCES: Mapping[str, str] = {
         "other games read off the figure in entity-neural-network/notebooks "
         "clemens/2022-12-14-procgen-final.ipynb, +-0.2)"
     ),
+    "procgen_ppo": (
+        "the procgen authors' PPO, IMPALA CNN, 25M steps: openai/train-procgen "
+        "train_procgen/results/easy-all-run{0,1,2}/progress-GAME.csv, eprewmean (the last 100 "
+        "training episodes, sampled actions) averaged over the 10 updates before 25M steps, then "
+        "over the 3 runs"
+    ),
     "roguenet_2022": (
         "the 2022 entity agent, 25M steps: enn-zoo's RogueNet (d_model 16, 2 layers, positions "
         "relative to the player, lr 0.01, entropy 0.05, gamma 0.999; enn-zoo "
@@ -321,7 +327,7 @@ _GAME_LIST = [
     Game(
         name="bigfish",
         cpp_class="BigFish",
-        anchors={"pixel_ppo": 16.46, "roguenet_2022": 34.0},
+        anchors={"procgen_ppo": 19.99, "pixel_ppo": 16.46, "roguenet_2022": 34.0},
         # the 2022 entity agent's settings won the 5M ablation (docs/training.md)
         recipe=Recipe(
             trainer="enn",
@@ -352,6 +358,7 @@ _GAME_LIST = [
     ),
     Game(
         name="bossfight",
+        anchors={"procgen_ppo": 8.74},
         cpp_class="BossfightGame",
         invariants=("len(attack_modes) == num_rounds",),
         trailer=(("attack_modes", "vi"),)
@@ -402,6 +409,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="caveflyer",
+        anchors={"procgen_ppo": 7.38},
         exploration_level=1259048185,
         cpp_class="CaveFlyerGame",
         modes=("easy", "hard", "memory"),
@@ -423,6 +431,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="chaser",
+        anchors={"procgen_ppo": 6.99},
         cpp_class="ChaserGame",
         modes=("easy", "hard", "extreme"),
         invariants=("len(is_space_vec) == grid.cells",),
@@ -459,7 +468,7 @@ _GAME_LIST = [
         name="climber",
         exploration_level=1561126160,
         cpp_class="Climber",
-        anchors={"pixel_ppo": 8.7, "roguenet_2022": 5.2},
+        anchors={"procgen_ppo": 10.42, "pixel_ppo": 8.7, "roguenet_2022": 5.2},
         recipe=Recipe(grid=True, grid_entities=True, gamma=0.999, anneal_lr=True),
         column_terrain=("Wall", None),
         return_range=(2.0, 12.6),
@@ -496,7 +505,7 @@ _GAME_LIST = [
         name="coinrun",
         exploration_level=1949448038,
         cpp_class="CoinRun",
-        anchors={"pixel_ppo": 9.2, "roguenet_2022": 9.4},
+        anchors={"procgen_ppo": 9.12, "pixel_ppo": 9.2, "roguenet_2022": 9.4},
         recipe=Recipe(grid=True, grid_entities=True, gamma=0.999),
         column_terrain=("Wall", "Lava"),
         return_range=(5.0, 10.0),
@@ -518,6 +527,7 @@ _GAME_LIST = [
     ),
     Game(
         name="dodgeball",
+        anchors={"procgen_ppo": 6.49},
         cpp_class="DodgeballGame",
         modes=("easy", "hard", "extreme", "memory"),
         trailer=_floats("min_dim", "hard_min_dim", "ball_vscale", "ball_r")
@@ -543,6 +553,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="fruitbot",
+        anchors={"procgen_ppo": 28.49},
         cpp_class="FruitBotGame",
         trailer=_floats("min_dim", "bullet_vscale") + _ints("last_fire_time"),
         entity_types={
@@ -567,6 +578,7 @@ _GAME_LIST = [
     ),  # fmt: skip
     Game(
         name="heist",
+        anchors={"procgen_ppo": 7.18},
         exploration_level=876640971,
         cpp_class="HeistGame",
         modes=("easy", "hard", "memory"),
@@ -582,6 +594,7 @@ _GAME_LIST = [
     ),
     Game(
         name="jumper",
+        anchors={"procgen_ppo": 7.78},
         exploration_level=1434825276,
         cpp_class="Jumper",
         modes=("easy", "hard", "memory"),
@@ -599,6 +612,7 @@ _GAME_LIST = [
     ),
     Game(
         name="leaper",
+        anchors={"procgen_ppo": 7.1},
         exploration_level=1318677581,
         cpp_class="LeaperGame",
         modes=("easy", "hard", "extreme"),
@@ -611,6 +625,7 @@ _GAME_LIST = [
     ),
     Game(
         name="maze",
+        anchors={"procgen_ppo": 9.86},
         exploration_level=158988835,
         cpp_class="MazeGame",
         modes=("easy", "hard", "memory"),
@@ -623,6 +638,7 @@ _GAME_LIST = [
     ),
     Game(
         name="miner",
+        anchors={"procgen_ppo": 11.1},
         cpp_class="MinerGame",
         modes=("easy", "hard", "memory"),
         trailer=_ints("diamonds_remaining"),
@@ -646,7 +662,7 @@ _GAME_LIST = [
         name="ninja",
         exploration_level=1123500215,
         cpp_class="Ninja",
-        anchors={"pixel_ppo": 9.0, "roguenet_2022": 6.4},
+        anchors={"procgen_ppo": 8.2, "pixel_ppo": 9.0, "roguenet_2022": 6.4},
         recipe=Recipe(grid=True, gamma=0.999),
         column_terrain=("Wall", None),
         return_range=(3.5, 10.0),
@@ -667,6 +683,7 @@ _GAME_LIST = [
     ),
     Game(
         name="plunder",
+        anchors={"procgen_ppo": 14.63},
         cpp_class="PlunderGame",
         invariants=(
             "len(lane_directions) == num_lanes == len(lane_vels)",
@@ -705,7 +722,7 @@ _GAME_LIST = [
     Game(
         name="starpilot",
         cpp_class="StarPilotGame",
-        anchors={"pixel_ppo": 30.99},
+        anchors={"procgen_ppo": 34.16, "pixel_ppo": 30.99},
         modes=("easy", "hard", "extreme"),
         trailer=(("spawners", "ve"),),
         entity_types={

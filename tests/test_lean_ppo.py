@@ -52,7 +52,7 @@ def test_one_update_moves_the_weights_where_sb3s_does(grid: bool) -> None:
         kwargs["features_extractor_class"] = FlatGridExtractor
     envs = (_env(grid), _env(grid))
     theirs = PPO(kind, envs[0], seed=3, device="cpu", policy_kwargs=kwargs, **SETTINGS)
-    mine = LeanPPO(kind, envs[1], seed=3, policy_kwargs=kwargs, **SETTINGS)
+    mine = LeanPPO(kind, envs[1], seed=3, policy_kwargs=kwargs, precision="float32", **SETTINGS)
     start = _state(theirs.policy)
     assert start.keys() == _state(mine.policy).keys()
     for key, value in _state(mine.policy).items():  # the same initialisation from the seed

@@ -6,9 +6,9 @@
 Each metrics file (written by procgen_entities.train) becomes one curve: mean episodic return
 over a sliding window of finished episodes against env steps, with the game's R_min and R_max
 from the procgen paper drawn as dashed lines and the published 25M-step anchors
-(``games.Game.anchors``: pixel PPO, the 2022 entity agent) as markers at 25M, one panel per
-game. ``--table`` prints a markdown table of the final numbers (mean return of the last 10% of
-episodes, normalised score, level_complete rate, steps/s).
+(``games.Game.anchors``: pixel PPO, the procgen authors' PPO, the 2022 entity agent) as markers
+at 25M, one panel per game. ``--table`` prints a markdown table of the final numbers (mean return
+of the last 10% of episodes, normalised score, level_complete rate, steps/s).
 """
 
 from __future__ import annotations
@@ -185,6 +185,7 @@ def summary_table(runs: Sequence[Run]) -> str:
 
 #: How each anchor is drawn at 25M steps (games.ANCHOR_SOURCES keys).
 _ANCHOR_STYLE = {"pixel_ppo": ("*", "tab:red", "pixel PPO 25M"),
+                 "procgen_ppo": ("P", "tab:orange", "procgen authors' PPO 25M"),
                  "roguenet_2022": ("D", "tab:purple", "RogueNet 2022, 25M")}  # fmt: skip
 
 

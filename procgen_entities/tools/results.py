@@ -1,6 +1,7 @@
 """Tables of trained runs, regenerated from their checked-in files.
 
     python -m procgen_entities.tools.results RUN_DIR [RUN_DIR ...] [--group]
+    python -m procgen_entities.tools.results RUN_DIR [RUN_DIR ...] --time-to [RETURN]
 
 Each RUN_DIR holds ``metrics.jsonl`` (or ``.jsonl.gz``; written by tools/sb3_ppo.py) and
 ``evaluation.json`` (written by ``procgen_entities.evaluate --json``; without it, the
@@ -10,23 +11,32 @@ actions), and the greedy evaluation (completion and return with 95% intervals, e
 ``--group`` averages runs whose folder names differ only in a trailing ``-s<seed>``; where the
 runs also hold ``evaluation-sampled.json`` (``evaluate --sampled --json``), the grouped table
 adds the sampled evaluation (the metric the anchors' training returns compare with).
+``--time-to`` prints when each run's training return (the mean of the last 2,000 finished
+episodes, sampled actions: the anchors' own measure) first reached RETURN (default: the game's
+``procgen_ppo`` anchor, the procgen authors' pixel PPO at 25M): the env step, and the wall-clock
+minutes of training to it (the update records' seconds, summed over resumed segments).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import re
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from procgen_entities.games import get_game
-from procgen_entities.tools.plot import load_run
+from procgen_entities.tools.plot import load_run, smooth
 
-__all__ = ["main", "run_summary"]
+__all__ = ["main", "run_summary", "time_to_return"]
+
+#: Episodes in the trailing mean ``--time-to`` reads (the anchors average 100 episodes per
+#: update over 10 updates at 64 envs; 2,000 of ours span a few updates).
+TIME_TO_WINDOW = 2000
 
 
 def _metrics_path(folder: Path) -> Path:
@@ -58,6 +68,61 @@ def run_summary(folder: Path) -> Dict[str, Any]:
         episodes=mine["episodes"], ends=mine["ends"], **{"return": mine["return"]},
     )  # fmt: skip
     return summary
+
+
+def _wall_seconds(path: Path) -> Tuple[np.ndarray, np.ndarray]:
+    """(env step, seconds of training) of each update record; a resumed run's records count
+    their seconds from its restart, so each segment continues where the last one ended."""
+    opener: Any = gzip.open if path.suffix == ".gz" else open
+    steps: List[int] = []
+    seconds: List[float] = []
+    offset = last = 0.0
+    with opener(path, "rt") as f:
+        for line in f:
+            record = json.loads(line)
+            if record.get("kind") != "update" or "seconds" not in record:
+                continue
+            now = float(record["seconds"])
+            if now < last:  # a new segment (sb3_ppo --resume)
+                offset += last
+            last = now
+            steps.append(int(record["step"]))
+            seconds.append(offset + now)
+    return np.array(steps, np.int64), np.array(seconds, np.float64)
+
+
+def time_to_return(folder: Path, target: Optional[float] = None,
+                   window: int = TIME_TO_WINDOW) -> Dict[str, Any]:  # fmt: skip
+    """When the trailing ``window``-episode training return first reached ``target`` (the
+    game's procgen_ppo anchor by default): {"run", "target", "step", "minutes"} (step and
+    minutes None if it never did)."""
+    path = _metrics_path(folder)
+    run = load_run(path)
+    if target is None:
+        target = get_game(run.meta["game"]).anchors.get("procgen_ppo")
+        if target is None:
+            raise ValueError(f"{folder}: {run.meta['game']} has no procgen_ppo anchor")
+    trailing = smooth(run.returns, window)
+    counted = np.arange(1, len(trailing) + 1) >= min(window, len(trailing))
+    reached = np.flatnonzero((trailing >= target) & counted)
+    found: Dict[str, Any] = {"run": folder.name, "target": target, "step": None, "minutes": None}
+    if len(reached):
+        step = int(run.steps[reached[0]])
+        steps, seconds = _wall_seconds(path)
+        at = min(int(np.searchsorted(steps, step)), len(steps) - 1)
+        found.update(step=step, minutes=float(seconds[at]) / 60 if len(steps) else None)
+    return found
+
+
+def _time_to_rows(folders: List[Path], target: Optional[float]) -> List[str]:
+    rows = []
+    for folder in folders:
+        t = time_to_return(folder, target)
+        if t["step"] is None:
+            rows.append(f"| {t['run']} | {t['target']:g} | not reached | |")
+        else:
+            rows.append(f"| {t['run']} | {t['target']:g} | {t['step']:,} | {t['minutes']:.0f} |")
+    return rows
 
 
 def _checkpoint_row(path: Path) -> Dict[str, Any]:
@@ -114,7 +179,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     )
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--group", action="store_true", help="average over -s<seed> runs")
+    parser.add_argument("--time-to", nargs="?", type=float, const=-1.0, default=None,
+                        metavar="RETURN", help="when the training return first reached RETURN "
+                        "(default: the game's procgen_ppo anchor)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.time_to is not None:
+        target = None if args.time_to == -1.0 else args.time_to
+        try:
+            rows = _time_to_rows(args.runs, target)
+        except (FileNotFoundError, ValueError) as exc:
+            raise SystemExit(f"error: {exc}") from None
+        print(f"| run | training return reached (last {TIME_TO_WINDOW:,} episodes) "
+              "| at env step | minutes of training |")  # fmt: skip
+        print("|---|---|---|---|")
+        print("\n".join(rows))
+        return 0
     try:
         summaries = [run_summary(folder) for folder in args.runs]
     except FileNotFoundError as exc:

@@ -153,11 +153,7 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                         help="--resume from an old pickled checkpoint (converted first; "
                              "unpickling can run code: only folders you trust)")  # fmt: skip
     parser.add_argument("--checkpoint-every", type=int, default=500_000)
-    parser.add_argument("--ent-coef", default=None,
-                        help="A or A:B (linear from A to B; default: the recipe's)")  # fmt: skip
-    parser.add_argument("--recipe", choices=("game", "none"), default="game",
-                        help="game: the game's committed recipe (Game.recipe) is the default, "
-                             "the flags override it; none: the flags alone")  # fmt: skip
+    _recipe_args(parser)
     parser.add_argument("--no-window", action="store_true", help="every entity of the level")
     parser.add_argument("--stale-support", action="store_true",
                         help="procgen's has_support instead of on_ground")  # fmt: skip
@@ -177,9 +173,6 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         action="store_true",
         help="also the camera square's tile classes as an image (a CNN reads it)",
     )
-    parser.add_argument("--anneal-lr", action="store_true",
-                        help="the learning rate falls linearly to 0 at --steps (CleanRL's "
-                             "procgen PPO); a resumed run keeps its own schedule")  # fmt: skip
     parser.add_argument("--grid-entities", action="store_true",
                         help="--grid with the entities' cells marked in it")  # fmt: skip
     parser.add_argument("--grid-cnn", choices=("small", "deep"), default="small",
@@ -197,14 +190,31 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         default=0,
         help="torch threads for the gradient steps (default: the usable CPUs)",
     )
+    _learner_args(parser)
+    parser.add_argument("--smoke", action="store_true", help="2 tiny updates, 16 eval episodes")
+    return parser.parse_args(argv)
+
+
+def _recipe_args(parser: argparse.ArgumentParser) -> None:
+    """The recipe's own options beside the observation's."""
+    parser.add_argument("--ent-coef", default=None,
+                        help="A or A:B (linear from A to B; default: the recipe's)")  # fmt: skip
+    parser.add_argument("--recipe", choices=("game", "none"), default="game",
+                        help="game: the game's committed recipe (Game.recipe) is the default, "
+                             "the flags override it; none: the flags alone")  # fmt: skip
+    parser.add_argument("--anneal-lr", action="store_true",
+                        help="the learning rate falls linearly to 0 at --steps (CleanRL's "
+                             "procgen PPO); a resumed run keeps its own schedule")  # fmt: skip
+
+
+def _learner_args(parser: argparse.ArgumentParser) -> None:
+    """The learner's options (the learner changes no setting of the recipe)."""
     parser.add_argument("--trainer", choices=("lean", "sb3"), default="lean",
                         help="the learner: tools/lean_ppo.py (default) or SB3's own PPO "
                              "(the same network, algorithm and checkpoints; slower)")  # fmt: skip
     parser.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default="auto",
                         help="the lean learner's arithmetic (lean_ppo.PRECISIONS; auto: bfloat16 "
                              "where the CPU multiplies it natively)")  # fmt: skip
-    parser.add_argument("--smoke", action="store_true", help="2 tiny updates, 16 eval episodes")
-    return parser.parse_args(argv)
 
 
 def _recipe(args: argparse.Namespace) -> Recipe:
@@ -503,6 +513,17 @@ def _run_meta(args: argparse.Namespace, checkpoint: Any, done: int) -> Dict[str,
             "env_config": checkpoint.env.env_kwargs()}  # fmt: skip
 
 
+def _learn(model: Any, args: argparse.Namespace, total: int, metrics: _Metrics) -> None:
+    """``total`` more env steps by the chosen learner, with the run's bookkeeping."""
+    if args.trainer == "sb3":
+        # SB3's bar (tqdm's rich bar) on a terminal only: piped, it warns and draws nothing
+        bar = sys.stderr.isatty()
+        model.learn(total_timesteps=total, callback=metrics.sb3_callback(), progress_bar=bar,
+                    reset_num_timesteps=not args.resume)  # fmt: skip
+    else:
+        model.learn(total, hooks=metrics, reset_num_timesteps=not args.resume, progress_bar=True)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = _parse_args(argv)
     # The folder to resume is checked first: its errors come before the imports' output.
@@ -556,13 +577,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.resume:
         _load_resumed(model, args.resume, done)
     _anneal(model, float(hyper["learning_rate"]), int(args.anneal_lr))
-    if args.trainer == "sb3":
-        # SB3's bar (tqdm's rich bar) on a terminal only: piped, it warns and draws nothing
-        bar = sys.stderr.isatty()
-        model.learn(total_timesteps=total, callback=metrics.sb3_callback(), progress_bar=bar,
-                    reset_num_timesteps=not args.resume)  # fmt: skip
-    else:
-        model.learn(total, hooks=metrics, reset_num_timesteps=not args.resume, progress_bar=True)
+    _learn(model, args, total, metrics)
     metrics.close()
     save(model, "checkpoint")
     env.close()
