@@ -75,7 +75,7 @@ def _import_pufferl() -> Any:
         with warnings.catch_warnings():  # restores the filters (it makes RuntimeWarning an error)
             import pufferlib.pufferl as pufferl
     except ImportError as exc:
-        raise ImportError(f"{_INSTALL_HINT} ({exc})") from exc
+        raise ImportError(f"{_INSTALL_HINT} ({exc})", name="pufferlib") from exc
     finally:
         log.setLevel(level)
         sys.excepthook = excepthook  # rich.traceback.install()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,8 @@ CHECKPOINTS = [REPO / "checkpoints" / g for g in ("coinrun", "coinrun-15m", "nin
 #: The committed flat-MLP checkpoint (normalizer.npz, one flat observation): the old formats
 #: the converter and the error tests start from are of this kind.
 FLAT_COINRUN = REPO / "checkpoints" / "coinrun-15m"
+#: The committed dict-form checkpoint (the grid policy, normalizer-dict.npz).
+DICT_COINRUN = REPO / "checkpoints" / "coinrun"
 DATA_FILES = {"env.json", "policy.json", "policy.pt", "policy.npz", "normalizer.npz"}
 #: a dict-form policy's (sb3_ppo --grid): per-key statistics
 DICT_DATA_FILES = DATA_FILES - {"normalizer.npz"} | {"normalizer-dict.npz"}
@@ -314,6 +317,82 @@ def test_data_files_holding_pickles_are_refused_and_never_run(tmp_path: Path, ta
     assert not marker.exists()
 
 
+def _poison(folder: Path, name: str, array: str, value: float) -> None:
+    """Set the first value of one array of a checkpoint's file (an .npz, or policy.pt)."""
+    if name.endswith(".pt"):
+        import torch
+
+        state = torch.load(folder / name, weights_only=True)
+        state[array].view(-1)[0] = value
+        torch.save(state, folder / name)
+        return
+    arrays = read_npz(folder / name)
+    arrays[array] = arrays[array].copy()
+    arrays[array].reshape(-1)[0] = value
+    np.savez(folder / name, **arrays)
+
+
+def _more_saws(folder: Path, normalize: bool = True) -> None:
+    """env.json with one more Saw slot than the training had: a larger observation."""
+    record = json.loads((folder / "env.json").read_text())
+    record["env"]["max_entities"]["Saw"] += 1
+    record["normalize"] = normalize
+    (folder / "env.json").write_text(json.dumps(record))
+
+
+#: (checkpoint, file, array, value, backend): weights or statistics that are not finite.
+NOT_FINITE = [
+    (FLAT_COINRUN, "policy.npz", "mlp_extractor.policy_net.0.weight", np.nan, "numpy"),
+    (FLAT_COINRUN, "policy.npz", "action_net.bias", np.inf, "numpy"),
+    (FLAT_COINRUN, "policy.pt", "mlp_extractor.policy_net.0.weight", np.nan, "torch"),
+    (FLAT_COINRUN, "policy.pt", "action_net.weight", -np.inf, "torch"),
+    (FLAT_COINRUN, "normalizer.npz", "obs_mean", np.nan, "numpy"),
+    (FLAT_COINRUN, "normalizer.npz", "obs_var", np.nan, "torch"),
+    (FLAT_COINRUN, "normalizer.npz", "obs_var", -1.0, "numpy"),
+    (DICT_COINRUN, "normalizer-dict.npz", "mean:Saw", np.nan, "numpy"),
+    (DICT_COINRUN, "normalizer-dict.npz", "var:global", np.inf, "torch"),
+    (DICT_COINRUN, "policy.npz", "features_extractor.net.grid.conv.0.weight", np.nan, "numpy"),
+    (DICT_COINRUN, "policy.pt", "mlp_extractor.policy_net.0.bias", np.nan, "torch"),
+]
+
+
+@pytest.mark.parametrize(("source", "name", "array", "value", "backend"), NOT_FINITE,
+                         ids=lambda v: getattr(v, "name", str(v)))  # fmt: skip
+def test_weights_and_statistics_that_are_not_finite_are_refused_at_load(
+    tmp_path: Path, source: Path, name: str, array: str, value: float, backend: str
+) -> None:
+    """NaN weights made numpy's greedy policy play action 0 every step (the argmax of NaN
+    logits: a silent 0%) and torch's raise deep in its first step; NaN statistics made every
+    observation NaN. load_policy refuses them, naming the file and the array."""
+    if backend == "torch":
+        pytest.importorskip("torch")
+    folder = _copy(source, tmp_path / "ckpt", sorted(p.name for p in source.iterdir()))
+    _poison(folder, name, array, value)
+    what = "a negative variance" if value == -1 else ("NaN" if np.isnan(value) else "infinity")
+    with pytest.raises(CheckpointError, match=re.escape(f"{folder / name}: array {array!r} "
+                                                        f"holds {what}")):  # fmt: skip
+        load_policy(folder, backend=backend)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("normalize", [True, False], ids=["normalised", "raw"])
+@pytest.mark.parametrize("source", [FLAT_COINRUN, DICT_COINRUN], ids=lambda p: p.name)
+def test_an_env_json_whose_observation_the_weights_do_not_fit_is_refused_at_load(
+    tmp_path: Path, source: Path, normalize: bool, backend: str
+) -> None:
+    """Another max_entities in env.json changes the observation's size: one line naming the
+    folder and env.json as load_policy reads it, not a numpy broadcast traceback at the first
+    step (with or without the normaliser's statistics, whose sizes are the first to differ)."""
+    if backend == "torch":
+        pytest.importorskip("torch")
+    folder = _copy(source, tmp_path / "ckpt", sorted(p.name for p in source.iterdir()))
+    _more_saws(folder, normalize)
+    with pytest.raises(CheckpointError) as info:
+        load_policy(folder, backend=backend)
+    message = str(info.value)
+    assert "\n" not in message and str(folder) in message and "env.json" in message, message
+
+
 EVAL_CASES = {
     "corrupt env.json": (lambda f: (f / "env.json").write_text("{\"env\": {\"game\": "), [],
                          "not readable JSON"),
@@ -327,6 +406,12 @@ EVAL_CASES = {
     "missing weights": (lambda f: [(f / n).unlink() for n in ("policy.pt", "policy.npz")], [],
                         "neither policy.pt nor policy.npz"),
     "missing normaliser": (lambda f: (f / "normalizer.npz").unlink(), [], "normalizer.npz"),
+    "NaN weights": (lambda f: _poison(f, "policy.npz", "action_net.weight", np.nan),
+                    ["--backend", "numpy"], "policy.npz: array 'action_net.weight' holds NaN"),
+    "NaN statistics": (lambda f: _poison(f, "normalizer.npz", "obs_mean", np.nan), [],
+                       "normalizer.npz: array 'obs_mean' holds NaN"),
+    "max_entities the weights do not fit": (_more_saws, ["--backend", "numpy"],
+                                            "observations of 437 values"),
     "bad --mode": (None, ["--mode", "nightmare"], "--mode 'nightmare'"),
     "--seed 2**31": (None, ["--seed", str(2**31)], "--seed"),
     "--episodes 0": (None, ["--episodes", "0"], "--episodes"),

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import pytest
 
@@ -178,6 +178,15 @@ def test_full_render_matches_format_reference(name: str) -> None:
     assert "\n".join(got) == expected
 
 
+@pytest.mark.parametrize("name", ["coinrun", "ninja", "climber"])  # the step-0 dump states
+def test_the_header_says_done_0_on_a_fresh_levels_first_state(name: str) -> None:
+    """procgen's constructor sets done=1 before any step (gym3's ``first``): the header says
+    done=0 there, where no step ended an episode."""
+    batch = parse_state(load_dump_state(name))
+    assert int(batch.cur_time[0]) == 0 and bool(batch.done[0])
+    assert "  step=0  reward=0  done=0  " in render_text(batch).splitlines()[0]
+
+
 def test_coinrun_terrain_recognisable() -> None:
     batch = parse_state(load_dump_state("coinrun"))
     full = map_rows(render_text(batch, view_mode="full"))
@@ -247,11 +256,21 @@ def test_renders_every_conftest_golden_state() -> None:
 # The command line (subprocesses)
 
 
-def run_dump(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_dump(
+    *args: str, timeout: float = 120, file_size_limit: Optional[int] = None
+) -> subprocess.CompletedProcess:
+    """The viewer in a child process (``file_size_limit``: RLIMIT_FSIZE in bytes there, so that
+    a write past it fails as on a full disk)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("FORCE_COLOR", None)
     env.pop("NO_COLOR", None)
+
+    def limit() -> None:  # Python ignores SIGXFSZ: the write raises OSError (EFBIG)
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
+
     return subprocess.run(
         [sys.executable, "-m", "procgen_entities.dump", *args],
         capture_output=True,
@@ -259,6 +278,7 @@ def run_dump(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         timeout=timeout,
         cwd=ROOT,
         env=env,
+        preexec_fn=None if file_size_limit is None else limit,
     )
 
 
@@ -302,6 +322,21 @@ def test_cli_bare_runs_for_every_game() -> None:
         rows = map_rows(proc.stdout)
         assert rows and sum(r.count("A") for r in rows) == 1, (game, proc.stdout)
         assert "legend: " in proc.stdout
+
+
+@pytest.mark.live
+def test_cli_header_says_done_1_after_the_step_that_ended_an_episode() -> None:
+    """done=0 on step 0 of a fresh level; done=1 on the state a step that ended an episode led
+    to: procgen's reset (maze's 500-step limit with no-ops: step 0 of the next episode) and
+    a terminal state (a checkpoint's episode, the headless engine showing it before its
+    reset)."""
+    fresh = run_dump("coinrun", "--color", "never")
+    assert "  step=0  reward=0  done=0  " in fresh.stdout.splitlines()[0], fresh.stderr
+    reset = run_dump("maze", "--steps", "500", "--policy", "noop", "--color", "never")
+    assert "  step=0  reward=0  done=1  " in reset.stdout.splitlines()[0], reset.stderr
+    played = run_dump("--state", str(ROOT / "docs" / "levels" / "coinrun-saw.txt"), "--policy",
+                      str(ROOT / "checkpoints" / "coinrun-15m"), "--color", "never")  # fmt: skip
+    assert "  step=66  reward=10  done=1  " in played.stdout.splitlines()[0], played.stderr
 
 
 @pytest.mark.live
@@ -361,6 +396,48 @@ def test_cli_bad_state_file(tmp_path: Path, kind: str) -> None:
         path.write_bytes(gzip.compress(blob)[:200])
     proc = run_dump("--state", str(path))
     assert_usage_error(proc, str(path))
+
+
+def test_cli_refuses_fifos_and_devices_without_blocking(tmp_path: Path) -> None:
+    """open() of a FIFO blocks until another process opens its other end: --state and --save
+    refuse what is not a regular file (a FIFO, a device, a folder) before drawing anything,
+    in one line, exit status 2 (a child with a time limit: a hang fails, it does not stall)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    saved = str(DUMP_DATA / "coinrun.state.gz")
+    cases = [
+        (["--state", str(fifo)], f"cannot read state file {str(fifo)!r}: a FIFO"),
+        (["--state", "/dev/zero"], "cannot read state file '/dev/zero': a device"),
+        (["--state", saved, "--save", str(fifo)], f"cannot write state file {str(fifo)!r}: a FIFO"),
+        (["--state", saved, "--save", "/dev/null"], "'/dev/null': a device, not a regular file"),
+        (["--state", saved, "--save", str(tmp_path)], "a folder, not a regular file"),
+    ]
+    for args, needle in cases:
+        assert_usage_error(run_dump(*args, timeout=60), needle)
+
+
+@pytest.mark.parametrize("suffix", [".state", ".state.gz", ".txt"])
+def test_cli_a_failed_save_leaves_the_old_file_whole(tmp_path: Path, suffix: str) -> None:
+    """--save writes a temporary file beside the target and renames it over: a write that
+    fails part way (here past a file size limit) leaves the old file as it was, and no
+    temporary file behind."""
+    target = tmp_path / f"level{suffix}"
+    first = run_dump("--state", str(DUMP_DATA / "coinrun.state.gz"), "--save", str(target))
+    assert first.returncode == 0, first.stderr
+    old = target.read_bytes()
+    limit = 1024
+    assert len(old) > limit
+    proc = run_dump("--state", str(DUMP_DATA / "ninja.state.gz"), "--save", str(target),
+                    file_size_limit=limit)  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"cannot write {'level' if suffix == '.txt' else 'state'} file" in proc.stderr
+    assert target.read_bytes() == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == [target.name]
+    again = run_dump("--state", str(DUMP_DATA / "ninja.state.gz"), "--save", str(target))
+    assert again.returncode == 0, again.stderr
+    assert target.read_bytes() != old and sorted(p.name for p in tmp_path.iterdir()) == [
+        target.name
+    ]
 
 
 def test_cli_bad_flag_is_argparse_usage_error() -> None:

@@ -30,7 +30,9 @@ from procgen_entities.parse import game_spec
 
 CSRC = Path(__file__).resolve().parent.parent / "csrc"
 #: Optional dependencies a module of the package may need (its import is skipped without them).
-OPTIONAL = ("ray", "gymnasium", "entity_gym", "ragged_buffer", "stable_baselines3", "torch")
+OPTIONAL = (
+    "ray", "gymnasium", "entity_gym", "ragged_buffer", "stable_baselines3", "torch", "pufferlib",
+)  # fmt: skip
 
 
 def package_modules() -> Dict[str, object]:

@@ -5,10 +5,12 @@ and renders as drawn and that the committed agent completes."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +26,7 @@ from procgen_entities.tools.levels import (
     env_options,
     level_file_text,
     load_levels,
+    max_steps,
     read_level,
 )
 
@@ -34,6 +37,8 @@ CHECKPOINT = ROOT / "checkpoints" / "coinrun-15m"
 #: the grid agent, which completes the level without the barrier too
 GRID_CHECKPOINT = ROOT / "checkpoints" / "coinrun"
 NOOP = 4
+#: a saved coinrun state (step 0 of level 21, hard), for tests that need no live procgen
+SAVED = ROOT / "tests" / "data" / "dump" / "coinrun.state.gz"
 
 
 def _run(module: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -52,6 +57,13 @@ def _one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     for needle in needles:
         assert needle in lines[0], lines[0]
+
+
+def _child(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter, for what could hang (a blocked open(), billions of
+    steps): a hang is a TimeoutExpired here, not a stuck test run."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)  # fmt: skip
 
 
 def _drawing(text: str) -> list:
@@ -96,6 +108,12 @@ def test_a_text_level_file_reads_back_to_its_state(tmp_path: Path) -> None:
         (f"{HEADER} game=coinrun policy=mine", "policy"),
         (f"{HEADER} base=a.bin game=coinrun", "stands alone"),
         (f"{HEADER} base=missing.bin", "missing.bin"),
+        (f"{HEADER} game=coinrun mode=nightmare", "header mode='nightmare' is not one of coinrun"),
+        (f"{HEADER} game=coinrun mode=extreme", "mode='extreme'"),
+        (f"{HEADER} game=coinrun seed=\u00b2", "header seed='\u00b2' is not a whole number"),
+        (f"{HEADER} game=coinrun seed=\u0663", "seed="),  # an Arabic-Indic 3: int() takes it
+        (f"{HEADER} game=coinrun seed={'9' * 5000}", "seed="),
+        (f"{HEADER} game=coinrun steps=1001", "header steps='1001' is not a whole number in 0"),
     ],
 )
 def test_bad_level_files_are_refused_by_name(tmp_path: Path, header: str, needle: str) -> None:
@@ -109,6 +127,86 @@ def test_bad_level_files_are_refused_by_name(tmp_path: Path, header: str, needle
     with pytest.raises(LevelError, match="not a procgen get_state blob"):
         path.with_suffix(".bin").write_bytes(b"not a state")
         read_level(path.with_suffix(".bin"))
+
+
+def test_a_header_takes_no_more_steps_than_the_games_longest_episode(tmp_path: Path) -> None:
+    """steps=2147483646 would replay two billion steps each time the level is read (dump
+    --state, evaluate --levels): refused at once, naming the file, the field and the value."""
+    assert (max_steps("coinrun"), max_steps("maze"), max_steps("bigfish")) == (1000, 500, 6000)
+    path = tmp_path / "forever.txt"
+    path.write_text(f"{HEADER} game=coinrun mode=easy seed=5 steps=2147483646\n#A#\n")
+    child = _child(f"""
+        from procgen_entities.tools.levels import LevelError, read_level
+        try:
+            read_level({str(path)!r})
+        except LevelError as exc:
+            print(exc)
+        """)  # fmt: skip
+    assert child.stdout.strip() == (
+        f"{path}: header steps='2147483646' is not a whole number in 0..1000 (coinrun's longest "
+        "episode)"
+    ), child.stderr
+    _one_line_error(_run("procgen_entities.dump", "--state", str(path), timeout=60),
+                    str(path), "steps='2147483646'")  # fmt: skip
+    with pytest.raises(LevelError, match="longest episode"):  # nor is such a header written
+        LevelBase("coinrun", "easy", 5, steps=1001).header()
+    assert LevelBase("coinrun", "easy", 5, steps=1000).header().endswith("steps=1000 policy=random")
+
+
+@pytest.mark.live
+def test_dump_saves_text_levels_up_to_the_longest_episode(tmp_path: Path) -> None:
+    too_long = tmp_path / "too-long.txt"
+    proc = _run("procgen_entities.dump", "maze", "--steps", "501", "--save", str(too_long))
+    _one_line_error(proc, str(too_long), "steps=501", "maze's longest episode (500 steps)")
+    assert proc.stdout == "" and not too_long.exists()  # refused before the rollout
+    longest = tmp_path / "longest.txt"
+    proc = _run("procgen_entities.dump", "maze", "--steps", "500", "--policy", "noop",
+                "--color", "never", "--save", str(longest))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert read_level(longest).base == LevelBase("maze", "hard", 0, 500, "noop")
+
+
+def test_fifos_and_devices_are_refused_not_waited_on(tmp_path: Path) -> None:
+    """open() of a FIFO blocks until a writer comes: a level, a saved state or a header's
+    base=FILE that names one is refused (as /dev/zero, which reads without end), in a child
+    process with a time limit."""
+    os.mkfifo(tmp_path / "pipe.txt")
+    os.mkfifo(tmp_path / "pipe.state")
+    (tmp_path / "over-pipe.txt").write_text(f"{HEADER} base=pipe.state\n#A#\n")
+    paths = [str(tmp_path / name) for name in ("pipe.txt", "pipe.state", "over-pipe.txt")]
+    child = _child(f"""
+        from procgen_entities.tools.levels import LevelError, read_level
+        for path in {[*paths, "/dev/zero"]!r}:
+            try:
+                read_level(path)
+            except LevelError as exc:
+                print(exc)
+        """)  # fmt: skip
+    lines = child.stdout.splitlines()
+    assert len(lines) == 4, child.stderr
+    for line, path, kind in zip(lines, [*paths, "/dev/zero"], ["FIFO"] * 3 + ["device"]):
+        assert path in line and f"a {kind}, not a regular file" in line, line
+    assert "pipe.state" in lines[2]  # the base that is a FIFO, named in its level's error
+
+
+def test_a_saved_text_level_always_reads_back(tmp_path: Path) -> None:
+    """dump --state FILE --save level.txt names FILE in the header: quoted where it needs it, and
+    refused (nothing written) where no one-line UTF-8 header can hold it."""
+    blob = gzip.decompress(SAVED.read_bytes())
+    quoted = tmp_path / 'it\'s a "saved" state #1.bin'
+    quoted.write_bytes(blob)
+    level = tmp_path / "level.txt"
+    proc = _run("procgen_entities.dump", "--state", str(quoted), "--save", str(level))
+    assert proc.returncode == 0, proc.stderr
+    assert read_level(level).state.to_bytes(validate=False) == blob
+    for name in ("two\nlines.bin", "carriage\rreturn.bin", "sep\u2028arator.bin",
+                 os.fsdecode(b"latin-1 \xe9.bin")):  # fmt: skip
+        odd = tmp_path / name
+        odd.write_bytes(blob)
+        saved = tmp_path / "odd.txt"
+        proc = _run("procgen_entities.dump", "--state", str(odd), "--save", str(saved))
+        _one_line_error(proc, str(saved), "cannot be written in a text level's one-line")
+        assert not saved.exists()
 
 
 @pytest.mark.live

@@ -33,7 +33,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -290,14 +290,26 @@ def read_spec(folder: Path) -> Dict[str, Any]:
     return spec
 
 
+def _refuse_nonfinite(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """CheckpointError naming ``path`` and the first array holding NaN or infinity, or a
+    negative variance (normalizer files: ``obs_var``, ``ret_var``, ``var:KEY``). numpy's
+    argmax of NaN logits is action 0 every step; torch's sampling raises deep in a step."""
+    for name, values in arrays.items():
+        if values.dtype.kind in "fc" and not np.isfinite(values).all():
+            what = "NaN" if np.isnan(values).any() else "infinity"
+            raise CheckpointError(f"{path}: array {name!r} holds {what}")
+        variance = name in ("obs_var", "ret_var") or name.startswith("var:")
+        if variance and values.dtype.kind in "fi" and (values < 0).any():
+            raise CheckpointError(f"{path}: array {name!r} holds a negative variance")
+
+
 def load_normalizer(folder: Path) -> Any:
-    """The observation normaliser: ``Normalizer`` (flat) or ``DictNormalizer`` (dict form)."""
-    if (folder / DICT_NORMALIZER_FILE).is_file():
-        try:
-            return DictNormalizer.load(folder / DICT_NORMALIZER_FILE)
-        except ValueError as exc:
-            raise CheckpointError(str(exc)) from None
-    path = folder / NORMALIZER_FILE
+    """The observation normaliser: ``Normalizer`` (flat) or ``DictNormalizer`` (dict form);
+    CheckpointError for a missing or unreadable file, or statistics that are not finite."""
+    path = folder / DICT_NORMALIZER_FILE
+    loader: Any = DictNormalizer
+    if not path.is_file():
+        path, loader = folder / NORMALIZER_FILE, Normalizer
     if not path.is_file():
         if (folder / "vecnormalize.pkl").exists():
             _refuse_pickles(folder)
@@ -305,22 +317,32 @@ def load_normalizer(folder: Path) -> Any:
             f"{folder}: env.json says normalised, but {NORMALIZER_FILE} is missing"
         )
     try:
-        return Normalizer.load(path)
-    except ValueError as exc:
+        normalizer = loader.load(path)
+        _refuse_nonfinite(path, read_npz(path))
+    except ValueError as exc:  # CheckpointError is one too
         raise CheckpointError(str(exc)) from None
+    return normalizer
 
 
 def _torch_state(folder: Path) -> Dict[str, Any]:
     import torch
 
     path = folder / POLICY_TORCH
-    if path.is_file():
-        try:
-            return torch.load(path, map_location="cpu", weights_only=True)  # type: ignore[no-any-return]
-        except Exception as exc:  # torch raises many kinds for a bad file
-            raise CheckpointError(f"{path} is not a weights-only state dict ({exc})") from None
-    arrays = _numpy_state(folder)
-    return {k: torch.from_numpy(v) for k, v in arrays.items()}
+    if not path.is_file():
+        arrays = _numpy_state(folder)
+        return {k: torch.from_numpy(v) for k, v in arrays.items()}
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many kinds for a bad file
+        raise CheckpointError(f"{path} is not a weights-only state dict ({exc})") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path} is not a state dict (it holds a {type(state).__name__})")
+    for name, tensor in state.items():
+        if torch.is_tensor(tensor) and tensor.is_floating_point():
+            if not bool(torch.isfinite(tensor).all()):
+                what = "NaN" if bool(torch.isnan(tensor).any()) else "infinity"
+                raise CheckpointError(f"{path}: array {name!r} holds {what}")
+    return state  # type: ignore[no-any-return]
 
 
 def _numpy_state(folder: Path) -> Dict[str, np.ndarray]:
@@ -328,9 +350,11 @@ def _numpy_state(folder: Path) -> Dict[str, np.ndarray]:
     if not path.is_file():
         raise CheckpointError(f"{folder} has neither {POLICY_TORCH} nor {POLICY_NUMPY}")
     try:
-        return read_npz(path)
+        arrays = read_npz(path)
     except ValueError as exc:
         raise CheckpointError(str(exc)) from None
+    _refuse_nonfinite(path, arrays)
+    return arrays
 
 
 def policy_kwargs_of(spec: Dict[str, Any]) -> Tuple[str, Dict[str, Any]]:
@@ -370,9 +394,11 @@ def build_sb3_policy(
         policy = ActorCriticPolicy(box, actions, lambda _: 0.0, **kwargs)
     try:
         policy.load_state_dict(state)
-    except RuntimeError as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise CheckpointError(f"the policy weights do not fit policy.json ({first})") from None
+    except RuntimeError as exc:  # "Error(s) in loading state_dict ...:", then one line each
+        lines = [line.strip() for line in str(exc).strip().splitlines()]
+        first = lines[1] if len(lines) > 1 else lines[0]
+        raise CheckpointError(f"the policy weights do not fit policy.json and the observation "
+                              f"env.json builds ({first})") from None  # fmt: skip
     policy.set_training_mode(False)
     return policy
 
@@ -448,6 +474,54 @@ def _load_enn(folder: Path, checkpoint: Checkpoint, deterministic: bool) -> Chec
     return CheckpointPolicy(act, flatten=False)
 
 
+def _check_fits(folder: Path, spec: Dict[str, Any], space: Any, normalizer: Any) -> None:
+    """CheckpointError where the observation env.json builds (``space``) is not the one the
+    weights and statistics were trained on (another max_entities, tilemap or feature list
+    changes its size): one line here, not a shape error in the first step."""
+    why = "env.json's max_entities, tilemap or features differ from the training's"
+    shapes = {k: s.shape for k, s in getattr(space, "spaces", {}).items()}
+    for key, mean in getattr(normalizer, "means", {}).items():
+        if shapes.get(key) != mean.shape or normalizer.variances[key].shape != mean.shape:
+            raise CheckpointError(f"{folder / DICT_NORMALIZER_FILE}: the statistics of {key!r} "
+                                  f"have shape {mean.shape}, env.json's observation "
+                                  f"{shapes.get(key)} ({why})")  # fmt: skip
+    if shapes:  # the dict form: its weights are checked against the space as they load
+        return
+    size = int(space.shape[0])
+    if int(spec["observation_size"]) != size:
+        raise CheckpointError(f"{folder}: env.json builds observations of {size} values, "
+                              f"policy.json's observation_size is {spec['observation_size']} "
+                              f"({why})")  # fmt: skip
+    if isinstance(normalizer, Normalizer) and normalizer.norm_obs:
+        if normalizer.obs_mean.shape != (size,):
+            raise CheckpointError(f"{folder / NORMALIZER_FILE}: statistics of "
+                                  f"{normalizer.obs_mean.size} values for observations of "
+                                  f"{size}")  # fmt: skip
+
+
+def _numpy_policy(
+    folder: Path, spec: Dict[str, Any], space: Any, normalize: Any, rng: Any
+) -> CheckpointPolicy:
+    """An SB3 checkpoint's numpy twin (``space``: the dict form's space, None for the flat MLP,
+    whose sizes _check_fits compared), tried once on a zero observation of the dict form so that
+    weights that do not fit it are refused here."""
+    state = _numpy_state(folder)
+    try:
+        mlp: Any = (
+            FlatGridPolicy(spec, state, list(space.spaces)) if space else MlpPolicy(spec, state)
+        )
+    except (KeyError, ValueError, TypeError) as exc:
+        raise CheckpointError(f"{folder}: {exc}") from None
+    if space is not None:
+        zeros = {k: np.zeros((1, *s.shape), s.dtype) for k, s in space.spaces.items()}
+        try:
+            mlp.logits(zeros)
+        except ValueError as exc:
+            raise CheckpointError(f"{folder}: the weights do not fit the observation env.json "
+                                  f"builds ({exc})") from None  # fmt: skip
+    return CheckpointPolicy(lambda obs: mlp.act(normalize(obs), rng), flatten=space is None)
+
+
 def load_policy(
     folder: Path, *, deterministic: bool = True, backend: str = "auto", seed: Optional[int] = None
 ) -> CheckpointPolicy:
@@ -477,22 +551,21 @@ def load_policy(
     numpy_backend = (
         _backend(backend) == "numpy" if not multi else _numpy_multi(folder, spec, backend)
     )
-    space: Any = None
-    if multi:  # the dict form's key order is the space's (the extractors flatten in it)
-        probe = make_env(checkpoint.env, 1, 0, flatten=False)
-        space = probe.single_observation_space
-        probe.close()
+    probe = make_env(checkpoint.env, 1, 0, flatten=flat)  # the observation env.json builds
+    observation = probe.single_observation_space
+    probe.close()
+    _check_fits(folder, spec, observation, normalize if checkpoint.normalize else None)
+    # the dict form's key order is the space's (the extractors flatten in it)
+    space = observation if multi else None
     if numpy_backend:
-        try:
-            state = _numpy_state(folder)
-            mlp: Any = (
-                FlatGridPolicy(spec, state, list(space.spaces)) if space else MlpPolicy(spec, state)
-            )
-        except (KeyError, ValueError, TypeError) as exc:
-            raise CheckpointError(f"{folder}: {exc}") from None
         rng = None if deterministic else np.random.default_rng(seed)
-        return CheckpointPolicy(lambda obs: mlp.act(normalize(obs), rng), flatten=flat)
-    model = build_sb3_policy(spec, _torch_state(folder), space)
+        return _numpy_policy(folder, spec, space, normalize, rng)
+    try:
+        model = build_sb3_policy(spec, _torch_state(folder), space)
+    except CheckpointError as exc:  # said with the folder's name
+        message = str(exc)
+        where = "" if str(folder) in message else f"{folder}: "
+        raise CheckpointError(f"{where}{message}") from None
 
     def policy(obs: np.ndarray) -> np.ndarray:
         return model.predict(normalize(obs), deterministic=deterministic)[0]  # type: ignore[no-any-return]

@@ -39,6 +39,7 @@ from procgen_entities.errors import (
 from procgen_entities.games import DISTRIBUTION_MODE_IDS, GAME_NAMES, NOOP_ACTION, NUM_ACTIONS
 from procgen_entities.parse import StateBatch, parse_state
 from procgen_entities.procgen_envs import MODE_GAMES, make_procgen_env, valid_modes
+from procgen_entities.tools.files import check_target, open_regular, write_atomic
 
 __all__ = ["main", "MODE_GAMES", "load_state", "record_state", "valid_modes"]
 
@@ -57,9 +58,11 @@ def _check_game_mode(game: str, mode: str) -> None:
     if game not in GAME_NAMES:
         raise UsageError(f"unknown game {game!r}; valid games: {', '.join(GAME_NAMES)}")
     if mode not in valid_modes(game):
+        games = MODE_GAMES.get(mode)
+        where = f"exists only for {', '.join(games)}" if games else "is no procgen mode"
         raise UsageError(
             f"{game} has no {mode!r} distribution mode; valid modes for {game}: "
-            f"{', '.join(valid_modes(game))} ({mode} exists only for {', '.join(MODE_GAMES[mode])})"
+            f"{', '.join(valid_modes(game))} ({mode} {where})"
         )
 
 
@@ -200,11 +203,11 @@ def record_state(
 
 
 def load_state(path: str) -> bytes:
-    """Read a saved state (raw get_state bytes, or gzip'ed); UsageError if it can't be read or
-    holds more than MAX_STATE_BYTES (read, or decompressed, as a stream up to that cap: a small
-    gzip file can expand to gigabytes)."""
+    """Read a saved state (raw get_state bytes, or gzip'ed); UsageError if it can't be read, is
+    not a regular file (a FIFO would block forever) or holds more than MAX_STATE_BYTES (read, or
+    decompressed, as a stream up to that cap: a small gzip file can expand to gigabytes)."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             blob = f.read(MAX_STATE_BYTES + 1)
             if blob[:2] == b"\x1f\x8b":
                 f.seek(0)
@@ -237,8 +240,7 @@ def _parse(blob: bytes, source: str) -> StateBatch:
 def _save(path: str, blob: bytes) -> None:
     data = gzip.compress(blob, mtime=0) if path.endswith(".gz") else blob
     try:
-        with open(path, "wb") as f:
-            f.write(data)
+        write_atomic(path, data)  # a failed write leaves no half-written file
     except OSError as exc:
         raise UsageError(f"cannot write state file {path!r}: {exc.strerror or exc}") from None
 
@@ -535,7 +537,7 @@ def _validated(blob: bytes, source: str) -> bytes:
 def _save_text(path: str, blob: bytes, base: Any) -> None:
     """``--save FILE.txt``: the drawn state as a text level over ``base`` (a LevelBase)."""
     from procgen_entities.state import State
-    from procgen_entities.tools.levels import LevelBase, level_file_text
+    from procgen_entities.tools.levels import LevelBase, LevelError, level_file_text
 
     if base is None:
         raise UsageError(
@@ -547,8 +549,10 @@ def _save_text(path: str, blob: bytes, base: Any) -> None:
         relative = os.path.relpath(base.path, os.path.dirname(os.path.abspath(path)))
         base = LevelBase(path=relative)
     try:
-        with open(path, "w") as f:
-            f.write(level_file_text(State.from_bytes(blob), base))
+        text = level_file_text(State.from_bytes(blob), base)  # LevelError: not readable back
+        write_atomic(path, text.encode("utf-8"))
+    except LevelError as exc:
+        raise UsageError(f"--save {path}: {exc}") from None
     except OSError as exc:
         raise UsageError(f"cannot write level file {path!r}: {exc.strerror or exc}") from None
 
@@ -570,6 +574,21 @@ def _live_rollout(args: argparse.Namespace, video: Any, start: Optional[bytes]) 
     return _PolicyRollout(args.game, args.mode, args.seed, args.policy, start), EPISODE_STEPS
 
 
+def _rebuilt_base(args: argparse.Namespace, steps: int) -> Any:
+    """The LevelBase a text level saved from this run is drawn over; with ``--save FILE.txt``,
+    one its header cannot name (more steps than the game's longest episode) is refused before
+    the rollout plays."""
+    from procgen_entities.tools.levels import LevelBase, LevelError
+
+    base = LevelBase(args.game, args.mode or "hard", args.seed, steps, args.policy)
+    if args.save is not None and _is_text_path(args.save):
+        try:
+            base.header()
+        except LevelError as exc:
+            raise UsageError(f"--save {args.save}: {exc}") from None
+    return base
+
+
 def _plays(args: argparse.Namespace) -> bool:
     """Whether --state FILE starts a rollout (else it is only drawn)."""
     return bool(args.steps or args.watch or args.video or not _is_builtin_policy(args.policy))
@@ -585,6 +604,8 @@ def run(args: argparse.Namespace) -> int:
             video = check_video_path(args.video)
         except VideoError as exc:
             raise UsageError(str(exc)) from None
+    if args.save is not None:
+        _check_save_target(args.save)
     start: Optional[bytes] = None
     base: Any = None  # what a text level saved from this run is drawn over
     if args.state is not None:
@@ -615,9 +636,7 @@ def run(args: argparse.Namespace) -> int:
     rollout, default = _live_rollout(args, video, start)
     steps = args.steps if args.steps is not None else default
     if rebuilt:
-        from procgen_entities.tools.levels import LevelBase
-
-        base = LevelBase(args.game, args.mode or "hard", args.seed, steps, args.policy)
+        base = _rebuilt_base(args, steps)
     recorder = _Recorder(video, args)
     console = _console(color)
     blob = _play(console, rollout, steps, args, recorder)
@@ -628,6 +647,16 @@ def run(args: argparse.Namespace) -> int:
     if args.save is not None:
         _save_any(args.save, blob, base)
     return 0
+
+
+def _check_save_target(path: str) -> None:
+    """``--save FILE``, refused before anything is drawn or played where FILE exists and is not
+    a regular file (a FIFO would block the write forever; a device or folder is no file)."""
+    try:
+        check_target(path)
+    except OSError as exc:
+        what = "level" if _is_text_path(path) else "state"
+        raise UsageError(f"cannot write {what} file {path!r}: {exc.strerror or exc}") from None
 
 
 def _is_text_path(path: str) -> bool:

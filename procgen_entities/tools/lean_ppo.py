@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple
 
 import numpy as np
 import torch
@@ -221,11 +221,7 @@ class LeanPPO:
         self.policy: Any = kind(env.observation_space, env.action_space, self.lr_schedule, **kwargs)
         self._obs: Obs = None
         self._joint_first_layer = _joint_first_layer(self.policy)
-        if self._joint_first_layer:  # FlatGridEncoder.forward's order
-            extractor: Any = self.policy.features_extractor
-            types: Dict[str, Any] = extractor.net.types
-            self._input_keys = [k for name in types for k in (name, f"{name}_mask")]
-            self._input_keys.append(GLOBAL_KEY)
+        self._input_keys = _input_keys(self.policy) if self._joint_first_layer else []
         self._starts = np.ones(env.num_envs, np.float32)
         self._total = 1
         self.buffer: Optional[_Buffer] = None  # the last rollout (tests compare it with SB3's)
@@ -442,6 +438,13 @@ def _joint_first_layer(policy: Any) -> bool:
         and policy.share_features_extractor
         and all(len(h) > 0 and isinstance(h[0], nn.Linear) for h in heads)
     )
+
+
+def _input_keys(policy: Any) -> List[str]:
+    """The dict form's keys in FlatGridEncoder.forward's order (slots and mask per type, then
+    the globals): ``LeanPPO._pack``'s columns."""
+    types: Dict[str, Any] = policy.features_extractor.net.types
+    return [k for name in types for k in (name, f"{name}_mask")] + [GLOBAL_KEY]
 
 
 def _progress(total: int) -> Any:

@@ -11,9 +11,10 @@ the RNGs, velocities, timers and options, comes from it)::
 
 ``game=G mode=M seed=S`` (and optionally ``steps=K policy=random|noop``) is the state
 ``python -m procgen_entities.dump G --mode M --seed S --steps K --policy P`` draws (procgen's
-level S, so the header regenerates it exactly); ``base=FILE`` is a saved get_state blob (raw or
-.gz, relative to the text file's folder). Further lines starting with ``;`` before the drawing are
-comments (no game's legend uses ``;``). Any other file is a saved get_state blob.
+level S, so the header regenerates it exactly; K at most the game's longest episode,
+``max_steps``); ``base=FILE`` is a saved get_state blob (raw or .gz, relative to the text file's
+folder; a regular file). Further lines starting with ``;`` before the drawing are comments (no
+game's legend uses ``;``). Any other file is a saved get_state blob.
 
 ``load_levels`` reads them and validates them all (``states_to_bytes``: what ``set_states``
 checks, one trial restore per game and options), so a level that is read is one procgen plays.
@@ -24,15 +25,18 @@ of other options).
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, cast
 
 from procgen_entities.errors import ProcgenEntitiesError, StateDecodeError, UsageError
-from procgen_entities.games import GAME_NAMES
+from procgen_entities.games import GAME_NAMES, value_ranges
 from procgen_entities.level_text import level_from_text, level_to_text
+from procgen_entities.procgen_envs import valid_modes
 from procgen_entities.state import State, procgen_options, states_to_bytes
+from procgen_entities.tools.files import open_regular
 
 __all__ = [
     "HEADER",
@@ -42,6 +46,7 @@ __all__ = [
     "env_options",
     "level_file_text",
     "load_levels",
+    "max_steps",
     "read_level",
 ]
 
@@ -51,10 +56,25 @@ HEADER = "; procgen-entities level"
 ALL_LEVELS_HIGH = 2**31 - 1
 #: The biggest text level read (a 64x64 drawing is ~4 KB).
 MAX_TEXT_BYTES = 2**20
+#: The largest seed= of a header (procgen's level seeds, as the viewer's --seed).
+MAX_SEED = 2**31 - 2
+#: A header number: ASCII digits only (str.isdigit also takes '²', which int() refuses), at
+#: most 10 of them (int() of thousands of digits is slow, then refused).
+NUMBER = re.compile(r"[0-9]{1,10}")
 
 
 class LevelError(ProcgenEntitiesError, ValueError):
     """A level file that cannot be read, or whose level procgen would not play."""
+
+
+def max_steps(game: str) -> int:
+    """The most ``steps=`` a header takes: the game's longest episode (procgen's timeout in its
+    longest mode, as value_ranges.json records it: 1,000 steps for most games, 500 for leaper
+    and maze, 6,000 for bigfish), so that reading a level never replays more than one."""
+    if game not in GAME_NAMES:
+        raise LevelError(f"unknown game {game!r}; valid games: {', '.join(GAME_NAMES)}")
+    ranges = cast(Mapping[str, Sequence[float]], value_ranges(game)["ranges"])
+    return int(ranges["scalar.timeout"][1])
 
 
 @dataclass(frozen=True)
@@ -70,8 +90,18 @@ class LevelBase:
     path: Optional[str] = None
 
     def header(self) -> str:
+        """The header line that names this base; LevelError for a base no header line can name,
+        so that a text level written is one that reads back."""
         if self.path is not None:
+            if "".join(self.path.splitlines()) != self.path or not _is_utf8(self.path):
+                raise LevelError(f"the base file name {self.path!r} cannot be written in a text "
+                                 "level's one-line UTF-8 header (a line break, or bytes that are "
+                                 "not UTF-8): rename the file")  # fmt: skip
             return f"{HEADER} base={shlex.quote(self.path)}"
+        if self.steps > max_steps(self.game):
+            raise LevelError(f"steps={self.steps} is more than {self.game}'s longest episode "
+                             f"({max_steps(self.game)} steps), the most a text level's header "
+                             "takes")  # fmt: skip
         more = f" steps={self.steps} policy={self.policy}" if self.steps else ""
         return f"{HEADER} game={self.game} mode={self.mode} seed={self.seed}{more}"
 
@@ -87,6 +117,14 @@ class LevelBase:
             )
         except UsageError as exc:
             raise LevelError(str(exc)) from None
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")  # a file name's undecodable bytes are lone surrogates here
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass
@@ -128,16 +166,22 @@ def _parse_header(line: str, where: str) -> LevelBase:
     game = fields.get("game", "")
     if game not in GAME_NAMES:
         raise LevelError(f"{where}: header game={game!r} is not one of {', '.join(GAME_NAMES)}")
+    mode = fields.get("mode", "hard")
+    if mode not in valid_modes(game):
+        raise LevelError(f"{where}: header mode={mode!r} is not one of {game}'s modes "
+                         f"({', '.join(valid_modes(game))})")  # fmt: skip
     numbers = {}
-    for key in ("seed", "steps"):
+    for key, most in (("seed", MAX_SEED), ("steps", max_steps(game))):
         text = fields.get(key, "0")
-        if not text.isdigit() or int(text) > 2**31 - 2:
-            raise LevelError(f"{where}: header {key}={text!r} is not a whole number >= 0")
+        if not NUMBER.fullmatch(text) or int(text) > most:
+            longest = f" ({game}'s longest episode)" if key == "steps" else ""
+            raise LevelError(f"{where}: header {key}={text!r} is not a whole number in "
+                             f"0..{most}{longest}")  # fmt: skip
         numbers[key] = int(text)
     policy = fields.get("policy", "random")
     if policy not in ("random", "noop"):
         raise LevelError(f"{where}: header policy={policy!r} is not random or noop")
-    return LevelBase(game, fields.get("mode", "hard"), numbers["seed"], numbers["steps"], policy)
+    return LevelBase(game, mode, numbers["seed"], numbers["steps"], policy)
 
 
 def _split_text(text: str, where: str) -> Tuple[LevelBase, str]:
@@ -168,7 +212,7 @@ def read_level(path: os.PathLike | str) -> Level:
         except StateDecodeError as exc:
             raise LevelError(f"{file}: not a procgen get_state blob: {exc.reason}") from None
     try:
-        with open(file, "rb") as f:
+        with open_regular(file) as f:  # a FIFO would block open() forever
             raw = f.read(MAX_TEXT_BYTES + 1)
         text = raw.decode("utf-8")
     except OSError as exc:
@@ -178,7 +222,10 @@ def read_level(path: os.PathLike | str) -> Level:
     if len(raw) > MAX_TEXT_BYTES:
         raise LevelError(f"{file}: more than {MAX_TEXT_BYTES} bytes: not a text level")
     base_spec, drawing = _split_text(text, str(file))
-    blob = base_spec.state(file.parent)
+    try:
+        blob = base_spec.state(file.parent)
+    except LevelError as exc:  # the base file's own problem, said with the level's name
+        raise LevelError(f"{file}: its base: {exc}") from None
     try:
         base = State.from_bytes(blob)
         return Level(file, level_from_text(drawing, base=base), base_spec)

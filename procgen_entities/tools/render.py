@@ -583,15 +583,23 @@ def _all_fields(batch: StateBatch, i: int) -> np.ndarray:
 
 
 def header(batch: StateBatch, i: int = 0, view: View | None = None) -> Text:
-    """One line: game, distribution mode, level seed, step, reward, done (and the view)."""
+    """One line: game, distribution mode, level seed, step, reward, done (and the view).
+
+    ``reward`` and ``done`` are the last step's: ``done=1`` where the step that led here ended
+    an episode (a terminal state, or the next level's first after procgen's reset). A fresh
+    level's first state says 0: procgen's Game constructor sets ``done`` before any step (the
+    gym3 ``first`` flag; procgen 0.10.7 src/game.cpp:35), so there only ``episode_done``, which
+    a step sets to its ``done`` (:153) and which is 0 before one, tells the two apart."""
     mode_id = int(batch.scalars["distribution_mode"][i])
     mode = DISTRIBUTION_MODES.get(mode_id, f"mode{mode_id}")
     reward = float(batch.reward[i])
+    fresh = int(batch.cur_time[i]) == 0 and not batch.scalars["episode_done"][i]
+    done = int(bool(batch.done[i]) and not fresh)
     text = Text()
     text.append(batch.game, style="bold")
     text.append(
         f"  mode={mode}  level={int(batch.level_seed[i])}  step={int(batch.cur_time[i])}"
-        f"  reward={reward:g}  done={int(bool(batch.done[i]))}"
+        f"  reward={reward:g}  done={done}"
     )
     if view is not None:
         grid = batch.grid
