@@ -6,9 +6,10 @@ arms queued before it had trained for an hour."""
 from __future__ import annotations
 
 import importlib.util
+import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, List
 
 import pytest
 
@@ -39,16 +40,35 @@ def test_every_sb3_arm_parses_and_names_known_ppo_settings(runner: Any) -> None:
             type(HYPERPARAMETERS[key])(value)  # the trainer converts it the same way
 
 
+def _steps(command: List[str]) -> List[List[str]]:
+    """The commands of a runner's ``bash -c "TRAIN && EVALUATE"`` (or the one command)."""
+    if command[0] != "bash":
+        return [command]
+    return [shlex.split(part) for part in command[2].split(" && ")]
+
+
 def test_the_runner_resumes_where_an_arm_stopped(runner: Any, tmp_path: Path) -> None:
     arm = tmp_path / "mlp-grid-g999-s1"
-    first = runner.command("climber", "mlp-grid-g999", 1, 3_000_000, tmp_path, 1000)
+    first, evaluation = _steps(
+        runner.command("climber", "mlp-grid-g999", 1, 3_000_000, tmp_path, 1000)
+    )
     assert first[1:4] == ["-m", "procgen_entities.tools.sb3_ppo", "climber"]
     assert "--resume" not in first and first[first.index("--seed") + 1] == "1"
+    # the older arms: the bare recipe under SB3's PPO, their own flags after (so they win)
+    assert first.index("--recipe") < first.index("--grid")
+    assert first[first.index("--recipe") + 1] == "none"
+    assert first[first.index("--trainer") + 1] == "sb3"
+    assert evaluation[1:3] == ["-m", "procgen_entities.evaluate"]
+    assert "--sampled" not in evaluation
+    sampled = _steps(runner.command("climber", "game-recipe", 0, 5_000_000, tmp_path, 1000, True))
+    recipe_arm = sampled[0]
+    assert recipe_arm[len(recipe_arm) - recipe_arm[::-1].index("--trainer")] == "lean"
+    assert "--sampled" in sampled[1]
     for steps in (507904, 1015808):  # periodic checkpoints; only those with an optimizer count
         (arm / f"checkpoint-{steps}").mkdir(parents=True)
         (arm / f"checkpoint-{steps}" / "optimizer.pt").write_bytes(b"")
     (arm / "checkpoint-2000000").mkdir()  # a checkpoint cut off before its optimizer was saved
-    resumed = runner.command("climber", "mlp-grid-g999", 1, 3_000_000, tmp_path, 1000)
+    resumed = _steps(runner.command("climber", "mlp-grid-g999", 1, 3_000_000, tmp_path, 1000))[0]
     assert resumed[resumed.index("--resume") + 1] == str(arm / "checkpoint-1015808")
     (arm / "checkpoint").mkdir()
     (arm / "checkpoint" / "env.json").write_text("{}")
