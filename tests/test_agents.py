@@ -58,7 +58,9 @@ def test_stable_baselines3_trains_resumes_and_evaluates(tmp_path: Path) -> None:
     next to the baselines; the evaluation's last line is the checkpoint's result."""
     pytest.importorskip("stable_baselines3")
     out = tmp_path / "run"
-    run = _run("procgen_entities.tools.sb3_ppo", "coinrun", "--smoke", "--out", str(out))
+    # the bare recipe (--recipe none): the flat MLP, the form the numpy twin reads
+    run = _run("procgen_entities.tools.sb3_ppo", "coinrun", "--recipe", "none", "--smoke",
+               "--out", str(out))  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert records[0]["kind"] == "run" and records[0]["env"] == "sb3"

@@ -146,14 +146,15 @@ def test_the_vector_env_is_a_context_manager() -> None:
 
 
 def test_for_training_is_the_recipes_observation() -> None:
-    """EntityVectorEnv.for_training gives what sb3_ppo trains on (its env config, built the
-    same way), with the recipe's easy mode."""
+    """EntityVectorEnv.for_training gives what sb3_ppo's bare recipe trains on (its env
+    config, built the same way; ``--recipe none``: a game's own recipe may add the grid), with
+    the recipe's easy mode."""
     pytest.importorskip("stable_baselines3")
     from procgen_entities.tools.checkpoint import make_env
     from procgen_entities.tools.sb3_ppo import _env_config, _parse_args
 
     for game in ("coinrun", "ninja", "climber", "bigfish"):
-        config = _env_config(_parse_args([game]))
+        config = _env_config(_parse_args([game, "--recipe", "none"]))
         recipe = make_env(config, 2, 0)
         mine = EntityVectorEnv.for_training(game, 2, flatten=True, seed=0)
         assert mine.single_observation_space == recipe.single_observation_space, game

@@ -159,9 +159,10 @@ def _grouped(summaries: List[Dict[str, Any]], sampled: bool) -> List[str]:
     rows = []
     for name, runs in groups.items():
         train = [r["train_completion"] for r in runs]
-        if any("completion" not in r for r in runs):
+        if any("completion" not in r for r in runs):  # no greedy evaluation (sampled only?)
             per_seed = ", ".join(f"{100 * x:.1f}" for x in train)
-            rows.append(f"| {name} | {len(runs)} | {100 * np.mean(train):.1f}% ({per_seed}) | | |")
+            rows.append(f"| {name} | {len(runs)} | {100 * np.mean(train):.1f}% ({per_seed}) | | |"
+                        + (_sampled_cells(runs) if sampled else ""))  # fmt: skip
             continue
         rates = [r["completion"] for r in runs]
         rows.append(
