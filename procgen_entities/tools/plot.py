@@ -66,6 +66,10 @@ def _policy_label(meta: Dict[str, Any]) -> str:
         policy += f", entropy {low}" + (f":{high}" if high != low else "")
     if meta.get("policy") == "mlp" and meta.get("net", "256,256") != "256,256":
         policy += f", net {meta['net']}"
+    if meta.get("learner") == "sb3":  # runs from before the lean learner record no learner
+        policy += ", SB3's PPO"
+    elif meta.get("learner") == "lean":
+        policy += f", lean learner ({meta.get('precision', 'float32')})"
     if meta.get("anneal_lr_to"):
         policy += f", lr {meta.get('learning_rate')} to 0 at {meta['anneal_lr_to'] / 1e6:g}M"
     return policy
