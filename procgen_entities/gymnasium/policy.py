@@ -169,12 +169,13 @@ class FlatGridEncoder(nn.Module):
         self.grid = GridEncoder(grid[0], grid[1], grid_dim, cnn=cnn)
         self.out_dim = sum(c * (f + 1) for c, f in types.values()) + n_globals + self.grid.out_dim
 
+    def input_keys(self) -> List[str]:
+        """The keys the MLP's input is made of, in order: each type's slots and mask, then the
+        globals (the lean learner packs them in this order once per step)."""
+        return [k for name in self.types for k in (name, f"{name}_mask")] + [GLOBAL_KEY]
+
     def forward(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        parts = []
-        for name in self.types:
-            parts.append(obs[name].flatten(1))
-            parts.append(obs[f"{name}_mask"].float())
-        parts.append(obs[GLOBAL_KEY])
+        parts = [obs[key].flatten(1).float() for key in self.input_keys()]
         parts.append(self.grid(obs[GRID_KEY]))
         return torch.cat(parts, dim=1)
 

@@ -28,8 +28,7 @@ Where the time goes instead (benchmarks/bench_training.py measures it against SB
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, Optional, Protocol, Tuple
 
 import numpy as np
 import torch
@@ -41,7 +40,6 @@ __all__ = [
     "LeanHooks",
     "LeanPPO",
     "PRECISIONS",
-    "UpdateStats",
     "native_bfloat16",
     "resolve_precision",
 ]
@@ -82,17 +80,6 @@ class LeanHooks(Protocol):
     def rollout_start(self) -> None: ...
     def step(self, infos: Any, num_timesteps: int) -> None: ...
     def rollout_end(self, model: "LeanPPO") -> None: ...
-
-
-@dataclass
-class UpdateStats:
-    """The last update's losses (means over its minibatches), for logs."""
-
-    policy_loss: float = 0.0
-    value_loss: float = 0.0
-    entropy: float = 0.0
-    approx_kl: float = 0.0
-    clip_fraction: float = 0.0
 
 
 def _as_tensors(obs: Obs) -> Any:
@@ -206,7 +193,6 @@ class LeanPPO:
         self.lr_schedule: Callable[[float], float] = lambda _: learning_rate
         self.train_threads = train_threads or len(os.sched_getaffinity(0))
         self.num_timesteps = 0
-        self.stats = UpdateStats()
         # SB3's PPO seeds python, numpy and torch before it builds the policy: the same
         # initial weights, and the same numpy permutations of the minibatches
         set_random_seed(seed)
@@ -221,7 +207,8 @@ class LeanPPO:
         self.policy: Any = kind(env.observation_space, env.action_space, self.lr_schedule, **kwargs)
         self._obs: Obs = None
         self._joint_first_layer = _joint_first_layer(self.policy)
-        self._input_keys = _input_keys(self.policy) if self._joint_first_layer else []
+        extractor: Any = self.policy.features_extractor
+        self._input_keys = extractor.net.input_keys() if self._joint_first_layer else []
         self._starts = np.ones(env.num_envs, np.float32)
         self._total = 1
         self.buffer: Optional[_Buffer] = None  # the last rollout (tests compare it with SB3's)
@@ -340,9 +327,7 @@ class LeanPPO:
 
     # ---- the update ----
 
-    def _minibatch_loss(
-        self, data: Dict[str, Any], idx: torch.Tensor
-    ) -> Tuple[torch.Tensor, Tuple[float, ...]]:
+    def _minibatch_loss(self, data: Dict[str, Any], idx: torch.Tensor) -> torch.Tensor:
         obs = data["obs"]
         batch = {k: v[idx] for k, v in obs.items()} if isinstance(obs, dict) else obs[idx]
         logits, values = self._forward(batch)
@@ -352,18 +337,12 @@ class LeanPPO:
         adv = data["advantages"][idx]
         if adv.numel() > 1:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        log_ratio = log_prob - data["log_probs"][idx]
-        ratio = log_ratio.exp()
+        ratio = (log_prob - data["log_probs"][idx]).exp()
         clip = self.clip_range
         policy_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - clip, 1 + clip)).mean()
         value_loss = nn.functional.mse_loss(data["returns"][idx], values)
         entropy_mean = entropy.mean()
-        loss = policy_loss - self.ent_coef * entropy_mean + self.vf_coef * value_loss
-        with torch.no_grad():
-            kl = ((ratio - 1) - log_ratio).mean()
-            clipped = ((ratio - 1).abs() > clip).float().mean()
-        return loss, (policy_loss.item(), value_loss.item(), entropy_mean.item(), kl.item(),
-                      clipped.item())  # fmt: skip
+        return policy_loss - self.ent_coef * entropy_mean + self.vf_coef * value_loss  # type: ignore[no-any-return]
 
     def _update(self, buffer: _Buffer) -> None:
         """n_epochs over the rollout in minibatches of batch_size (numpy's global permutation,
@@ -380,21 +359,16 @@ class LeanPPO:
         # permutation, read through this step-major buffer, picks the same minibatches
         env_major = torch.arange(size)
         env_major = (env_major % steps) * envs + env_major // steps
-        sums = np.zeros(5)
-        count = 0
         params = list(self.policy.parameters())
         for _ in range(self.n_epochs):
             order = env_major[torch.from_numpy(np.random.permutation(size))]
             for start in range(0, size, self.batch_size):
-                loss, stats = self._minibatch_loss(data, order[start : start + self.batch_size])
+                loss = self._minibatch_loss(data, order[start : start + self.batch_size])
                 self.policy.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 nn.utils.clip_grad_norm_(params, self.max_grad_norm)
                 self.policy.optimizer.step()
-                sums += stats
-                count += 1
         self.policy.set_training_mode(False)
-        self.stats = UpdateStats(*(sums / max(count, 1)))
 
     def learn(
         self,
@@ -438,13 +412,6 @@ def _joint_first_layer(policy: Any) -> bool:
         and policy.share_features_extractor
         and all(len(h) > 0 and isinstance(h[0], nn.Linear) for h in heads)
     )
-
-
-def _input_keys(policy: Any) -> List[str]:
-    """The dict form's keys in FlatGridEncoder.forward's order (slots and mask per type, then
-    the globals): ``LeanPPO._pack``'s columns."""
-    types: Dict[str, Any] = policy.features_extractor.net.types
-    return [k for name in types for k in (name, f"{name}_mask")] + [GLOBAL_KEY]
 
 
 def _progress(total: int) -> Any:

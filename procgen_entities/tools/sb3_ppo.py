@@ -75,9 +75,7 @@ class _Metrics:
         self.resumed_at = int(meta.get("resumed_at", 0))
 
     def rollout_start(self) -> None:
-        import torch
-
-        torch.set_num_threads(1)  # the env's pool steps on the other core
+        """Nothing to record (SB3's callback sets its torch threads here: sb3_callback)."""
 
     def step(self, infos: Any, num_timesteps: int) -> None:
         for info in infos:
@@ -87,11 +85,6 @@ class _Metrics:
                            level_complete=info.get("level_complete"))  # fmt: skip
 
     def rollout_end(self, model: Any) -> None:
-        import torch
-
-        # the gradient steps that follow have the machine to themselves (the pool's workers
-        # sleep between rollouts)
-        torch.set_num_threads(self.train_threads)
         seconds = time.perf_counter() - self.start
         start, end = self.schedule
         done = min(1.0, model.num_timesteps / max(self.total, 1))
@@ -105,7 +98,9 @@ class _Metrics:
             self.save(model, f"checkpoint-{model.num_timesteps}")
 
     def sb3_callback(self) -> Any:
-        """The hooks as an SB3 callback (``PPO.learn(callback=...)``)."""
+        """The hooks as an SB3 callback (``PPO.learn(callback=...)``), with SB3's torch threads:
+        one while the env's pool steps, every usable core for the update."""
+        import torch
         from stable_baselines3.common.callbacks import BaseCallback
 
         outer = self
@@ -116,9 +111,13 @@ class _Metrics:
                 return True
 
             def _on_rollout_start(self) -> None:
+                torch.set_num_threads(1)  # the env's pool steps on the other core
                 outer.rollout_start()
 
             def _on_rollout_end(self) -> None:
+                # the gradient steps that follow have the machine to themselves (the pool's
+                # workers sleep between rollouts); LeanPPO sets its own threads
+                torch.set_num_threads(outer.train_threads)
                 outer.rollout_end(self.model)
 
         return Callback()
