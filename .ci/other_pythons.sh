@@ -42,6 +42,8 @@ for version in 3.12 3.13; do
     echo "other_pythons: Python $version venv + pip install . took $((installed - start)) s"
     cp -r tests "$work/tests"
     cp pyproject.toml "$work/"  # pytest's settings (filterwarnings=error, markers)
+    # the viewer tests play committed levels with a committed agent (its numpy policy)
+    mkdir -p "$work/docs" && cp -r docs/levels "$work/docs/" && cp -r checkpoints "$work/"
     # Run from the copy so that the installed package, not the source tree, is imported; a fresh
     # cache directory, so that every unknown build's layout is derived from its DWARF here.
     (cd "$work" && "$work/venv/bin/python" -c "

@@ -140,7 +140,7 @@ class _PolicyRollout:
         )
 
         with contextlib.redirect_stderr(io.StringIO()):  # gym's notice, as in _make_env
-            import procgen  # noqa: F401
+            import_backend()  # procgen-mirror or procgen-gym, whichever this Python has
         try:
             checkpoint = Checkpoint.load(Path(folder))
             config = checkpoint.env
@@ -589,6 +589,16 @@ def _rebuilt_base(args: argparse.Namespace, steps: int) -> Any:
     return base
 
 
+def _check_steps(game: str, steps: Optional[int]) -> None:
+    """``--steps`` at most the game's longest episode (levels.max_steps, the bound of a text
+    level header's steps=): 10**9 steps would play for hours before anything is drawn."""
+    from procgen_entities.tools.levels import max_steps
+
+    if steps is not None and steps > max_steps(game):
+        raise UsageError(f"--steps {steps}: more than {game}'s longest episode "
+                         f"({max_steps(game)} steps), the most one run plays")  # fmt: skip
+
+
 def _plays(args: argparse.Namespace) -> bool:
     """Whether --state FILE starts a rollout (else it is only drawn)."""
     return bool(args.steps or args.watch or args.video or not _is_builtin_policy(args.policy))
@@ -637,6 +647,7 @@ def run(args: argparse.Namespace) -> int:
     steps = args.steps if args.steps is not None else default
     if rebuilt:
         base = _rebuilt_base(args, steps)
+    _check_steps(args.game, args.steps)
     recorder = _Recorder(video, args)
     console = _console(color)
     blob = _play(console, rollout, steps, args, recorder)
