@@ -40,14 +40,20 @@ static void put_members(out_cursor *c, const int32_t *program, int32_t n_ops, co
     }
 }
 
-static void put_entities(out_cursor *c, const pe_live_spec *spec, const uint8_t *vec) {
+/* The entity vector at vec: BasicAbstractGame::entities (agent_member: the game's
+ * BasicAbstractGame::agent, put back first where procgen erased it, see live_game.h) or a
+ * trailer's (starpilot's spawners; agent_member NULL). */
+static void put_entities(out_cursor *c, const pe_live_spec *spec, const uint8_t *vec,
+                         const uint8_t *agent_member) {
     const uint8_t *items;
     int64_t n = vector_span(vec, 16, &items);  /* shared_ptr<Entity>: {Entity *, control *} */
     if (n < 0) {
         c->failed = PE_ERR_LAYOUT;
         return;
     }
-    put_i32(c, (int32_t)n);
+    const uint8_t *erased = agent_member ? erased_agent(agent_member, vec) : NULL;
+    put_i32(c, (int32_t)(n + (erased != NULL)));
+    if (erased != NULL) put_members(c, spec->entity_program, spec->n_entity_program, erased);
     for (int64_t k = 0; k < n && !c->failed; k++) {
         const uint8_t *entity = read_ptr(items + 16 * k);
         if (entity == NULL || !aligned(entity, 4)) {
@@ -126,7 +132,11 @@ pe_status pe_live_write(const pe_live_spec *spec, const void *game, uint8_t *buf
             put_i32(&c, g[arg] != 0);
             put_i32(&c, 0);
             break;
-        case PE_OP_ENTITIES: put_entities(&c, spec, g + arg); break;
+        case PE_OP_ENTITIES: {
+            int is_main = arg == spec->map.entities_at;  /* else a trailer's (spawners) */
+            put_entities(&c, spec, g + arg, is_main ? g + spec->map.agent_at : NULL);
+            break;
+        }
         case PE_OP_GRID: put_grid(&c, spec, g + arg); break;
         case PE_OP_VEC4: put_vec4(&c, g + arg); break;
         case PE_OP_VECBOOL: put_vecbool(&c, g + arg); break;
@@ -161,6 +171,39 @@ int pe_live_get_state(void *source, int index, char *buffer, int length) {
     if (pe_live_write(src->spec, src->games[index], (uint8_t *)buffer, length, &written) != PE_OK)
         return -1;  /* procgen's get_state convention: pe_state_set_accept records the failure */
     return (int)written;
+}
+
+/* Where a get_state blob of `length` bytes keeps its entity count (docs/state-format.md §1-§2:
+ * B + 4 with B = 152 + L + R1 + R2), or -1 where the blob is too short to say. */
+static int64_t entity_count_at(const uint8_t *blob, int64_t length) {
+    if (length < 8) return -1;
+    int64_t name_len = read_i32(blob + 4);
+    if (name_len < 0 || 84 + name_len > length) return -1;
+    int64_t r1 = read_i32(blob + 80 + name_len);
+    if (r1 < 0 || 92 + name_len + r1 > length) return -1;
+    int64_t r2 = read_i32(blob + 88 + name_len + r1);
+    int64_t at = 156 + name_len + r1 + r2;
+    return (r2 < 0 || at + 4 > length) ? -1 : at;
+}
+
+int pe_live_full_get_state(void *source, int index, char *buffer, int length) {
+    const pe_live_full_source *src = (const pe_live_full_source *)source;
+    int written = src->get_state(src->env, index, buffer, length);
+    if (written < 0 || index < 0 || index >= src->source->n_games) return written;
+    const pe_live_spec *spec = src->source->spec;
+    const uint8_t *g = (const uint8_t *)src->source->games[index];
+    const uint8_t *erased = erased_agent(g + spec->map.agent_at, g + spec->map.entities_at);
+    if (erased == NULL) return written;
+    uint8_t *blob = (uint8_t *)buffer;
+    int64_t count_at = entity_count_at(blob, written);
+    int64_t record = 4 * (int64_t)spec->n_entity_program;
+    if (count_at < 0 || (int64_t)written + record > length) return -1;
+    int64_t tail = count_at + 4;  /* the records (procgen's, without the player) and the rest */
+    memmove(blob + tail + record, blob + tail, (size_t)(written - tail));
+    write_i32_at(blob + count_at, read_i32(blob + count_at) + 1);
+    out_cursor c = {blob + tail, blob + tail + record, PE_OK};
+    put_members(&c, spec->entity_program, spec->n_entity_program, erased);
+    return c.failed ? -1 : written + (int)record;
 }
 
 /* ---- stepping (procgen 0.10.7 src/game.cpp:120-155 without observe()) ---- */

@@ -54,6 +54,7 @@ typedef struct {
     int32_t entity_at[PE_ENTITY_FIELDS];       /* entity field f within an Entity */
     uint8_t entity_kind[PE_ENTITY_FIELDS];
     int32_t entities_at;                       /* BasicAbstractGame::entities */
+    int32_t agent_at;                          /* BasicAbstractGame::agent (shared_ptr<Entity>) */
     int32_t grid_at;                           /* BasicAbstractGame::grid (w, h, then data) */
 } pe_live_map;
 
@@ -100,6 +101,24 @@ typedef struct {
     int64_t n_games;
 } pe_live_source;
 int pe_live_get_state(void *source, int index, char *buffer, int length);
+
+/* The player that left the world. procgen's entities hold the player (BasicAbstractGame::agent)
+ * first, but a player out of bounds (auto_erase, as every entity) is erased by the step that ends
+ * the episode (basic-abstract-game.cpp game_step: erase_if_needed, then done). procgen resets at
+ * once, so only the headless engine shows that terminal state; every state this package writes or
+ * reads of it (pe_live_write, the observation's live read, pe_live_full_get_state) has the agent
+ * put back first, where it left. */
+
+/* Context for pe_live_full_get_state: procgen's own get_state of one vec env and its live games. */
+typedef struct {
+    pe_get_state_fn get_state;
+    void *env;
+    const pe_live_source *source;
+} pe_live_full_source;
+/* procgen's get_state of game `index` (the full state, RNG texts included), with the player put
+ * back first where procgen erased it (the record grows the state by 124 bytes; -1 where that does
+ * not fit). pe_get_state_fn's signature, for pe_collect. */
+int pe_live_full_get_state(void *source, int index, char *buffer, int length);
 
 /* Step outputs per env (indexes are global set slots). */
 typedef struct {

@@ -43,6 +43,19 @@ static inline int64_t vector_span(const uint8_t *vec, int64_t item_bytes, const 
     return n;
 }
 
+/* BasicAbstractGame::agent (the shared_ptr at agent_member) where the entities vector at
+ * entities_vec no longer holds it (the player left the world: see live_game.h), else NULL. The
+ * player is entities[0] in every other state, so the scan stops at once. */
+static inline const uint8_t *erased_agent(const uint8_t *agent_member,
+                                          const uint8_t *entities_vec) {
+    const uint8_t *agent = read_ptr(agent_member), *items;
+    int64_t n = vector_span(entities_vec, 16, &items);
+    if (agent == NULL || !aligned(agent, 4) || n < 0) return NULL;
+    for (int64_t k = 0; k < n; k++)
+        if (read_ptr(items + 16 * k) == agent) return NULL;
+    return agent;
+}
+
 /* std::vector<bool> (libstdc++): start {word *p; unsigned offset}, finish {p; offset}, eos. */
 static inline int64_t bitvector_count(const uint8_t *vec, const uint64_t **words) {
     const uint8_t *p0 = read_ptr(vec), *p1 = read_ptr(vec + 16);

@@ -182,11 +182,16 @@ static pe_status read_live(const pe_live_spec *spec, const uint8_t *game, work *
     if (n < 0) return fail(w, PE_ERR_TRUNCATED, "live entities");
     if (!grow((void **)&w->records, &w->records_cap, (size_t)n + 1, sizeof(void *)))
         return fail(w, PE_ERR_MEMORY, "records");
+    /* the player that left the world is put back first (live_game.h) */
+    const uint8_t *erased = erased_agent(game + map->agent_at, game + map->entities_at);
+    int64_t first = erased != NULL;
+    if (erased != NULL) w->records[0] = erased;
     for (int64_t e = 0; e < n; e++) {
         const uint8_t *entity = read_ptr(items + 16 * e);
         if (entity == NULL || !aligned(entity, 4)) return fail(w, PE_ERR_TRUNCATED, "live entity");
-        w->records[e] = entity;
+        w->records[first + e] = entity;
     }
+    n += first;
     r->n_entities = (int32_t)n;
     r->field_at = map->entity_at;
     r->field_kind = map->entity_kind;

@@ -11,10 +11,13 @@ import numpy as np
 import numpy.typing as npt
 
 from procgen_entities._native import _parser
-from procgen_entities.errors import MixedBatchError, StateDecodeError
+from procgen_entities.errors import MixedBatchError, StateDecodeError, UsageError
 from procgen_entities.games import ENTITY_FIELDS, GAMES, Game, get_game
 
-__all__ = ["StateBatch", "parse_state", "parse_states", "game_spec", "entity_field_indices"]
+__all__ = [
+    "StateBatch", "parse_state", "parse_states", "game_spec", "entity_field_indices",
+    "entity_field_names",
+]  # fmt: skip
 
 BytesLike = Union[bytes, bytearray, memoryview]
 
@@ -117,7 +120,11 @@ class StateBatch:
         )
 
     def field(self, name: str) -> npt.NDArray[np.float32]:
-        """One entity field (a column of ``entities``) by name."""
+        """One entity field (a column of ``entities``) by name; UsageError for a field this
+        batch did not gather."""
+        if name not in self.entity_fields:
+            raise UsageError(f"StateBatch.field: no entity field {name!r} in this batch (its "
+                             f"fields: {', '.join(self.entity_fields)})")  # fmt: skip
         return self.entities[:, self.entity_fields.index(name)]
 
 
@@ -143,6 +150,17 @@ def _field_indices(fields: Tuple[str, ...]) -> npt.NDArray[Any]:
 def entity_field_indices(fields: Sequence[str]) -> npt.NDArray[Any]:
     """int32 indices into the 31-field entity record; ValueError naming unknown fields."""
     return _field_indices(tuple(fields))
+
+
+def entity_field_names(entity_fields: Optional[Sequence[str]]) -> Tuple[str, ...]:
+    """``entity_fields`` as a tuple (None: all 31); a TypeError for one string, which would be
+    read as its characters ("xy" as ["x", "y"])."""
+    if entity_fields is None:
+        return tuple(ENTITY_FIELDS)
+    if isinstance(entity_fields, (str, bytes)):
+        raise TypeError(f"entity_fields is a sequence of field names, not one string "
+                        f"({entity_fields!r}: write [{entity_fields!r}])")  # fmt: skip
+    return tuple(entity_fields)
 
 
 def _detect_game(states: Sequence[BytesLike], game: Optional[str]) -> Game:
@@ -206,7 +224,7 @@ def parse_states(
     """
     if isinstance(states, (bytes, bytearray, memoryview, str)):
         raise TypeError("parse_states takes a sequence of states; use parse_state for one")
-    fields = tuple(ENTITY_FIELDS if entity_fields is None else entity_fields)
+    fields = entity_field_names(entity_fields)
     indices = entity_field_indices(fields)
     info = _detect_game(states, game)
     try:

@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from procgen_entities.errors import MixedBatchError, StateDecodeError
 from procgen_entities.games import ENTITY_FIELDS, ENTITY_INT_FIELDS, GAMES, Game, get_game
-from procgen_entities.parse import StateBatch
+from procgen_entities.parse import StateBatch, entity_field_names
 
 __all__ = [
     "ENTITY_DTYPE",
@@ -445,7 +445,7 @@ def reference_parse_states(
     """Pure-Python twin of ``parse_states``: same arguments, same StateBatch, same errors."""
     if isinstance(states, (bytes, bytearray, memoryview, str)):
         raise TypeError("reference_parse_states takes a sequence of states")
-    fields = tuple(ENTITY_FIELDS if entity_fields is None else entity_fields)
+    fields = entity_field_names(entity_fields)
     unknown = [f for f in fields if f not in ENTITY_FIELDS]
     if unknown:
         raise ValueError(f"unknown entity fields {unknown}")

@@ -18,6 +18,14 @@ refuses a batch unless every blob
    free cells and walls, leaper's lanes); a chaser state whose ``is_space_vec`` says "wall"
    everywhere passed every check above and the trial, then died of SIGFPE at the first
    enemy's turn;
+4b. has three RNGs as procgen writes them (``_check_rngs``): level_seed_rand_gen and rand_gen
+   seeded (procgen draws the next level's seed from the first at the episode's end, after the
+   trial below, and ``fassert(is_seeded)`` ends the process), and each text exactly the
+   ``operator<<`` form of a std::mt19937 (624 state words below 2**32 and the position
+   0..624, single spaces, canonical decimals) that is not the all-zero state. procgen's
+   ``operator>>`` leaves a generator it cannot read partly unchanged, so garbage text made
+   the levels after a restore depend on the env it was restored into;
+4c. has a player procgen keeps (``_check_player``): neither will_erase nor an expire_time set;
 5. survives procgen itself: a forked child process restores the whole batch into a fresh procgen
    vec env (no threads), steps it ``probe_steps`` times with every action and renders it. If the
    child crashes, hangs or fails, the batch is refused and this process never touched procgen.
@@ -28,8 +36,10 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import re
 import select
 import signal
+import struct
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -47,7 +57,13 @@ from procgen_entities.games import (
 )
 from procgen_entities.parse import StateBatch, parse_states
 
-__all__ = ["OPTION_FIELDS", "check_restorable", "check_values", "trial_restore"]
+__all__ = [
+    "OPTION_FIELDS",
+    "check_restorable",
+    "check_values",
+    "mt19937_text_problem",
+    "trial_restore",
+]
 
 #: Header fields that configure an env (the options section), the env's own index aside.
 OPTION_FIELDS = tuple(
@@ -81,6 +97,23 @@ PROBE_TIMEOUT_S = 30.0
 #: The wall-clock bound on a child that sleeps instead of spinning (a deadlock; never seen).
 PROBE_WALL_LIMIT_S = 600.0
 PROBE_COPIES = 3
+#: The three RNGs of a state, in the order they are stored (docs/state-format.md §1.1).
+RNG_NAMES = ("level_seed_rand_gen", "rand_gen", "asset_rand_gen")
+#: What procgen draws from each RNG after a restore. Drawing from an unseeded RandGen is
+#: ``fassert(is_seeded)`` (randgen.cpp), a process exit; asset_rand_gen is only drawn from for
+#: generated assets, which no state has (it is unseeded in every real state).
+RNG_DRAWS = {
+    "level_seed_rand_gen": "the next level's seed, at the episode's end (Game::reset)",
+    "rand_gen": "step_rand_int, at every step (BasicAbstractGame::game_step)",
+}
+#: std::mt19937's state: 624 32-bit words, then the position of the next word to use (0..624).
+MT_WORDS = 624
+#: The longest text operator<< writes: 624 words of up to 10 digits and a space each, then a
+#: position of up to 3 digits. A longer text is refused before it is split.
+MT_TEXT_MAX = MT_WORDS * 11 + 3
+_MT_TEXT = re.compile(rb"(?:(?:0|[1-9][0-9]{0,9}) ){624}(?:0|[1-9][0-9]{0,2})")
+_DECIMAL = re.compile(rb"0|[1-9][0-9]*")
+_MT_MAX = str(2**32 - 1).encode()
 
 
 def _refuse(index: int, reason: str, field: str) -> StateDecodeError:
@@ -109,6 +142,23 @@ def _check_like(batch: StateBatch, current: StateBatch) -> None:
         if len(bad):
             state = int(np.searchsorted(batch.entity_offsets, bad[0], side="right") - 1)
             raise _refuse(state, f"entity field {name} is not finite", f"entities.{name}")
+
+
+def _check_player(batch: StateBatch) -> None:
+    """The player (entity 0) must stay: procgen erases an entity with will_erase set, or whose
+    expire_time (> 0) its life_time passes (entity.cpp step, erase_if_needed), and the episode
+    then goes on without a player, which no state can hold (every engine's next states fail).
+    Real players never have either (will_erase 0, expire_time -1)."""
+    first = batch.entity_offsets[:-1]
+    for name, bad in (
+        ("will_erase", batch.field("will_erase")[first] != 0),
+        ("expire_time", batch.field("expire_time")[first] > 0),
+    ):
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            value = batch.field(name)[first[i]]
+            raise _refuse(i, f"the player's {name} is {value:g}: procgen would erase the player "
+                          "and play on without one", f"entities[0].{name}")  # fmt: skip
 
 
 def _allowed(lo: float, hi: float, is_int: bool, horizon: float) -> Tuple[float, float]:
@@ -248,6 +298,67 @@ def _leaper_vectors(batch: StateBatch, i: int, grid: npt.NDArray[Any]) -> Option
 _TRAILER_CHECKS = {"chaser": _chaser_vectors, "leaper": _leaper_vectors}
 
 
+def _rngs_of(blob: bytes) -> List[Tuple[str, int, int, bytes]]:
+    """(name, byte offset of is_seeded, is_seeded, text) of the three RNGs of a blob that
+    parsed (so every offset below is inside it): docs/state-format.md §1-§2."""
+    (name_len,) = struct.unpack_from("<i", blob, 4)
+    at = 76 + name_len  # level_seed_rand_gen.is_seeded
+    out = []
+    for name in RNG_NAMES[:2]:
+        seeded, length = struct.unpack_from("<ii", blob, at)
+        out.append((name, at, seeded, blob[at + 8 : at + 8 + length]))
+        at += 8 + length
+    (n_entities,) = struct.unpack_from("<i", blob, at + 64)  # the step block, grid_size
+    at += 68 + 124 * n_entities + 76  # the entities, the base block: asset_rand_gen
+    seeded, length = struct.unpack_from("<ii", blob, at)
+    out.append((RNG_NAMES[2], at, seeded, blob[at + 8 : at + 8 + length]))
+    return out
+
+
+def mt19937_text_problem(text: bytes) -> Optional[str]:
+    """What keeps ``text`` from being what libstdc++'s ``operator<<`` writes for a
+    std::mt19937 (procgen's RandGen::serialize), or None: 625 canonical decimals separated by
+    single spaces, the 624 state words below 2**32, then the position (0..624); the all-zero
+    state (which draws 0 forever, never reached by seeding) is refused too."""
+    if len(text) > MT_TEXT_MAX:
+        return f"its text is {len(text)} bytes, longer than any std::mt19937 text ({MT_TEXT_MAX})"
+    words = text.split(b" ")
+    if len(words) != MT_WORDS + 1:
+        return (f"its text holds {len(words)} space-separated word(s), not the {MT_WORDS + 1} "
+                "of a std::mt19937 (624 state words and the position)")  # fmt: skip
+    if _MT_TEXT.fullmatch(text) is None:  # the slow path only finds the word to name
+        for k, word in enumerate(words):
+            if _DECIMAL.fullmatch(word) is None:
+                return f"word {k} of its text, {word[:16]!r}, is not a decimal number as written"
+    # canonical decimals now: a word reaches 2**32 by its length or, at 10 digits, as text
+    big = next((k for k, w in enumerate(words[:MT_WORDS]) if (len(w), w) > (10, _MT_MAX)), None)
+    if big is not None:
+        return f"state word {big} of its text, {words[big].decode()}, is not below 2**32"
+    if int(words[-1]) > MT_WORDS:
+        return f"its position, {int(words[-1])}, is above {MT_WORDS}"
+    if int(words[0]) < 2**31 and words[1:MT_WORDS].count(b"0") == MT_WORDS - 1:
+        return "its text is the all-zero std::mt19937 state, which draws 0 forever"
+    return None
+
+
+def _check_rngs(states: Sequence[bytes]) -> None:
+    """The three RNGs of every blob: seeded where procgen draws from them, and each text a
+    std::mt19937 as procgen writes it (StateDecodeError naming the RNG and the problem)."""
+    for i, blob in enumerate(states):
+        for name, at, seeded, text in _rngs_of(bytes(blob)):
+            if not seeded and name in RNG_DRAWS:
+                raise StateDecodeError(
+                    f"{name}.is_seeded is 0: procgen draws from it {RNG_DRAWS[name]}, and "
+                    "exits on an unseeded RNG (fassert 'is_seeded')",
+                    index=i, offset=at, field=f"{name}.is_seeded",
+                )  # fmt: skip
+            problem = mt19937_text_problem(text)
+            if problem is not None:
+                raise StateDecodeError(
+                    f"{name}: {problem}", index=i, offset=at + 8, field=name
+                )  # fmt: skip
+
+
 def _probe_child(game: str, states: Sequence[bytes], options: Dict[str, Any], steps: int) -> None:
     """Each blob restored PROBE_COPIES times, each copy stepped (and rendered) with its own
     random actions: what happens after a restore depends on the actions taken."""
@@ -367,12 +478,14 @@ def check_restorable(
 
 
 def check_values(states: Sequence[bytes], game: str, current: StateBatch) -> StateBatch:
-    """Steps 1-4 of check_restorable (everything but the trial restore); returns the parse."""
+    """Steps 1-4c of check_restorable (everything but the trial restore); returns the parse."""
     if len(states) != len(current.reward):
         raise ValueError(f"expected {len(current.reward)} states (one per env), got {len(states)}")
     batch = parse_states(states, game=game)
     with np.errstate(invalid="ignore"):  # NaNs are refused below, not warned about
         _check_like(batch, current)
+        _check_rngs(states)
+        _check_player(batch)
         _check_ranges(batch, game)
         _check_trailer_vectors(batch, game)
     return batch

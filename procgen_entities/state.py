@@ -102,6 +102,8 @@ class State:
     @classmethod
     def from_bytes(cls, blob: BytesLike, game: Optional[str] = None) -> "State":
         """A state from procgen's get_state bytes (StateDecodeError if they are malformed)."""
+        if not isinstance(blob, (bytes, bytearray, memoryview)):
+            raise TypeError(f"State.from_bytes takes get_state bytes, not {type(blob).__name__}")
         return states_from_bytes([blob], game=game)[0]
 
     def to_bytes(self, validate: bool = True) -> bytes:
@@ -182,6 +184,8 @@ def states_from_bytes(blobs: Sequence[BytesLike], game: Optional[str] = None) ->
         raise TypeError("states_from_bytes takes a sequence of states; use State.from_bytes")
     out = []
     for i, raw in enumerate(blobs):
+        if not isinstance(raw, (bytes, bytearray, memoryview)):  # bytes(5): five zero bytes
+            raise TypeError(f"states_from_bytes: blobs[{i}] is {type(raw).__name__}, not bytes")
         blob = bytes(raw)
         try:
             name = game or read_game_name(blob)

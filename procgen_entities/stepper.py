@@ -80,6 +80,17 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def unpicklable(name: str) -> TypeError:
+    """What pickling (or copying) an env raises: its procgen envs, threads and native buffers
+    live in this process only."""
+    return TypeError(
+        f"{name} cannot be pickled or copied: it holds procgen's native envs and threads. Save "
+        "its states instead (get_states(), then set_states() or reset(options={'states': ...}) "
+        "in a new env), or give the other process a function that makes the env (as "
+        "gymnasium's AsyncVectorEnv and SB3's SubprocVecEnv take)"
+    )
+
+
 def usable_cpus() -> int:
     """The CPUs this process may run on (its affinity mask, which taskset, cgroups' cpusets and
     job schedulers narrow), not the machine's count: the default number of pool threads."""
@@ -159,9 +170,26 @@ def _return_free_memory() -> None:
         trim(0)
 
 
+def _state_blobs(states: Any) -> List[bytes]:
+    """set_states' argument as bytes: a sequence of get_state blobs (bytes, bytearray or
+    memoryview), else a TypeError naming what it holds (bytes(5) would be five zero bytes)."""
+    if isinstance(states, (bytes, bytearray, memoryview, str)) or not hasattr(states, "__iter__"):
+        raise TypeError(f"set_states takes a sequence of get_state blobs, one per env, not "
+                        f"{type(states).__name__}")  # fmt: skip
+    states = list(states)
+    for i, state in enumerate(states):
+        if not isinstance(state, (bytes, bytearray, memoryview)):
+            raise TypeError(f"set_states: states[{i}] is {type(state).__name__}, not get_state "
+                            "bytes (bytes, bytearray or memoryview)")  # fmt: skip
+    return [bytes(s) for s in states]
+
+
 class ProcgenStepper:
     """``num_envs`` procgen envs of one game, stepped through an engine, their states parsed in
-    place into ``step_values()`` arrays (see ProcgenVecEnv for the options)."""
+    place into ``step_values()`` arrays (see ProcgenVecEnv for the options). ``owner``: the env
+    class its errors name (an adapter sets its own)."""
+
+    owner = "ProcgenStepper"
 
     def __init__(
         self,
@@ -299,11 +327,16 @@ class ProcgenStepper:
         self._envs, self._handles = [], []
 
     def _collect(self) -> None:
-        """States of every env from procgen's get_state (any engine)."""
-        for (get_state, handle), start, size in zip(
-            self._handles, self._group_starts, self._group_sizes
+        """States of every env from procgen's get_state (any engine; where the games are read
+        live, a player that left the world at the episode's end is put back first, as the
+        engine's own states have it: csrc/live_game.h)."""
+        for group, ((get_state, handle), start, size) in enumerate(
+            zip(self._handles, self._group_starts, self._group_sizes)
         ):
-            self._collector.collect(get_state, handle, size, start)
+            if self._live is not None:
+                self._collector.collect_full(self._live, group, get_state, handle, start)
+            else:
+                self._collector.collect(get_state, handle, size, start)
 
     def _read(self) -> None:
         """States of every env, through the engine (procgen's threads must be idle)."""
@@ -557,6 +590,9 @@ class ProcgenStepper:
         except Exception:
             pass
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise unpicklable(self.owner)
+
     # ---- states ----
 
     @locked
@@ -576,8 +612,8 @@ class ProcgenStepper:
         since procgen's set_state aborts or segfaults on bad input; a refused call raises
         StateDecodeError and changes nothing."""
         self.check_open()
+        blobs = _state_blobs(states)
         current = parse_states(self.get_states(), game=self.game.name)
-        blobs = [bytes(s) for s in states]
         check_restorable(blobs, self.game.name, current, self._procgen_kwargs)
         for group, (env, start, size) in enumerate(
             zip(self._envs, self._group_starts, self._group_sizes)
@@ -648,7 +684,7 @@ class ProcgenStepper:
         """RuntimeError if this env is closed or was left behind by os.fork() (every call
         checks; an adapter checks before it touches its own state)."""
         if self._closed:
-            raise RuntimeError("ProcgenVecEnv is closed")
+            raise RuntimeError(f"{self.owner} is closed")
         if self._forked:
             raise RuntimeError(
                 "this env was created before os.fork(), in the parent process: procgen's "

@@ -3,6 +3,7 @@ tools/evaluate.py) against real procgen episodes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -129,7 +130,26 @@ CHECKPOINTS = sorted(p for p in (REPO / "checkpoints").glob("*") if p.is_dir())
 def test_the_trained_games_have_committed_checkpoints() -> None:
     """One per trained game, and coinrun's 15M flat MLP (the flat format) beside them."""
     names = [p.name for p in CHECKPOINTS]
-    assert names == ["bigfish", "climber", "coinrun", "coinrun-15m", "ninja"]
+    assert names == ["bigfish", "climber", "coinrun", "coinrun-15m", "coinrun-200", "ninja"]
+
+
+def test_protocol_checkpoints_trained_on_levels_0_to_199_for_at_most_25m_steps() -> None:
+    """Issue 35's protocol: a GAME-200 checkpoint trained on levels 0-199 (easy), at most 25M
+    env steps, and evaluate's default for it is levels outside its training set."""
+    from procgen_entities.tools.checkpoint import Checkpoint
+    from procgen_entities.tools.evaluate import EVAL_SEED, first_level_seeds
+
+    protocol = [p for p in CHECKPOINTS if p.name.endswith("-200")]
+    assert protocol
+    for folder in protocol:
+        checkpoint = Checkpoint.load(folder)
+        env = checkpoint.env
+        assert (env.num_levels, env.start_level, env.distribution_mode) == (200, 0, "easy")
+        assert 20_000_000 <= checkpoint.steps <= 25_000_000 + 64 * 256, folder.name
+    # evaluate's test levels (the full distribution, as procgen's own test) hold no training level
+    config = dataclasses.replace(Checkpoint.load(protocol[0]).env, num_levels=0, start_level=0)
+    levels = first_level_seeds(config, 1000, EVAL_SEED)
+    assert len(set(levels)) > 990 and min(levels) >= 200
 
 
 @pytest.mark.parametrize("folder", CHECKPOINTS, ids=lambda p: p.name)

@@ -490,3 +490,167 @@ def test_the_converter_handles_dict_observation_policies(tmp_path: Path, grid_ru
     written = convert(folder)
     assert "normalizer-dict.npz" in written
     _same_data_files(folder, source, "normalizer-dict.npz")
+
+
+# ---- the size a checkpoint may declare (issue 38 row 6) ----
+
+#: policy.json edits (checkpoint, key, value, what the one-line error names): each declares a
+#: network past the limits (tools/checkpoint.py MAX_LAYER_WIDTH, MAX_HIDDEN_LAYERS, and
+#: numpy_policy.MAX_VALUES values in all); [12000, 12000] took minutes to build under torch.
+OVERSIZED = [
+    ("coinrun-15m", "net_arch", [12000, 12000], "net_arch[0] 12000 is not a whole number in 1..4"),
+    ("coinrun-15m", "net_arch", [4096] * 8, "more than the 16,777,216 a checkpoint may"),
+    ("coinrun-15m", "net_arch", [64] * 9, "net_arch is not a list of at most 8 layer widths"),
+    ("coinrun-15m", "net_arch", {"pi": [64], "vf": [0]}, "net_arch.vf[0] 0 is not"),
+    ("coinrun-15m", "observation_size", 10**12, "observation_size 1000000000000 is not"),
+    ("coinrun", "extractor_kwargs", {"grid_dim": 10**6}, "extractor_kwargs grid_dim 1000000"),
+    ("coinrun", "extractor_kwargs", {"cnn": "huge"}, "cnn 'huge' is not one of small, deep"),
+    ("coinrun", "extractor_kwargs", {"depth": 3}, "(the keywords of FlatGridExtractor"),
+]  # fmt: skip
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_a_network_past_the_size_limits_is_refused_before_it_is_built(
+    tmp_path: Path, backend: str
+) -> None:
+    """Each oversized policy.json is one CheckpointError naming the file, the key and the
+    value, on both backends, in a child process with a time limit (the torch backend built
+    [12000, 12000] for minutes before; the numpy one read the weights first)."""
+    if backend == "torch":
+        pytest.importorskip("torch")
+    folders = []
+    for i, (name, key, value, _) in enumerate(OVERSIZED):
+        folder = _copy(REPO / "checkpoints" / name, tmp_path / str(i),
+                       sorted(p.name for p in (REPO / "checkpoints" / name).iterdir()))  # fmt: skip
+        spec = json.loads((folder / "policy.json").read_text())
+        spec[key] = value
+        (folder / "policy.json").write_text(json.dumps(spec))
+        folders.append(str(folder))
+    code = f"""
+import sys
+from procgen_entities.tools.checkpoint import CheckpointError, load_policy
+for folder in sys.argv[1:]:
+    try:
+        load_policy(folder, backend={backend!r})
+        print("loaded", folder)
+    except CheckpointError as exc:
+        print(exc)
+"""
+    proc = _python(code, *folders, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert len(lines) == len(OVERSIZED), proc.stdout
+    for line, folder, (_, _, _, needle) in zip(lines, folders, OVERSIZED):
+        assert line.startswith(f"{folder}/policy.json: ") and needle in line, line
+
+
+def _zeros_member(archive: Any, name: str, values: int, npy: bool) -> None:
+    """A deflated member of ``values`` float32 zeros (a .npy header first when ``npy``): a few
+    hundred KB that decompress to 4 bytes a value."""
+    with archive.open(name, "w", force_zip64=True) as out:  # the archive's compression
+        if npy:
+            header = {"descr": "<f4", "fortran_order": False, "shape": (values,)}
+            np.lib.format.write_array_header_1_0(out, header)
+        chunk = bytes(2**24)
+        for _ in range(values * 4 // len(chunk)):
+            out.write(chunk)
+
+
+def test_an_npz_of_compressed_zeros_is_refused_before_it_is_decompressed(tmp_path: Path) -> None:
+    """A 1 MB policy.npz of compressed zeros that decompresses to 1 GiB (it took 4.4 GB of
+    memory at 4 MB) is refused from its zip and .npy headers, naming the file and the member,
+    in a child process whose memory is bounded below what reading it would take."""
+    import zipfile
+
+    folder = _copy(FLAT_COINRUN, tmp_path / "ckpt", sorted(DATA_FILES - {"policy.pt"}))
+    with zipfile.ZipFile(folder / "policy.npz", "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        _zeros_member(z, "action_net.weight.npy", 2**28, npy=True)
+    assert (folder / "policy.npz").stat().st_size < 2**23
+    code = f"""
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, ({2**30 + 2**29}, {2**30 + 2**29}))
+from procgen_entities.tools.checkpoint import CheckpointError, load_policy
+try:
+    load_policy(sys.argv[1], backend="numpy")
+except CheckpointError as exc:
+    print(exc)
+"""
+    proc = _python(NO_TORCH + code, str(folder), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith(f"{folder / 'policy.npz'}: member 'action_net.weight.npy' "
+                                  "decompresses to 1,073,741,952 bytes"), proc.stdout  # fmt: skip
+
+
+def test_npz_members_are_held_to_their_headers(tmp_path: Path) -> None:
+    """read_npz refuses a member whose .npy header declares more (or fewer) values than its
+    uncompressed size holds, one that is no .npy array, and more values than it may read."""
+    import zipfile
+
+    small = tmp_path / "small.npz"
+    np.savez(small, a=np.zeros(10, np.float32), b=np.zeros(20, np.float32))
+    with pytest.raises(ValueError, match="holds more than the 25 values it may"):
+        read_npz(small, max_values=25)
+    assert set(read_npz(small, max_values=30)) == {"a", "b"}
+    lying = tmp_path / "lying.npz"
+    with zipfile.ZipFile(lying, "w") as z:
+        with z.open("a.npy", "w") as out:  # a header of 2**40 values over 40 bytes
+            header = {"descr": "<f4", "fortran_order": False, "shape": (2**40,)}
+            np.lib.format.write_array_header_1_0(out, header)
+            out.write(bytes(40))
+        z.writestr("b.txt", b"not an array")
+    with pytest.raises(ValueError, match=r"'a.npy' declares shape \(1099511627776,\) of float32 "
+                                         "but holds 40 bytes"):  # fmt: skip
+        read_npz(lying)
+
+
+def test_a_policy_pt_past_its_declared_size_is_refused_unread(tmp_path: Path) -> None:
+    """policy.pt is torch.save's zip: its records may decompress to no more than the values
+    policy.json declares (8 bytes each, and 1 MiB of pickle), checked before torch reads it."""
+    pytest.importorskip("torch")
+    import zipfile
+
+    folder = _copy(FLAT_COINRUN, tmp_path / "ckpt", sorted(DATA_FILES))
+    with zipfile.ZipFile(folder / "policy.pt", "a", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        _zeros_member(z, "policy/data/99", 2**26, npy=False)  # 256 MiB
+    with pytest.raises(CheckpointError, match=re.escape(f"{folder / 'policy.pt'}: 19 records of")):
+        load_policy(folder, backend="torch")
+    (folder / "policy.pt").write_bytes(b"not a zip")
+    with pytest.raises(CheckpointError, match="is not torch.save's zip format"):
+        load_policy(folder, backend="torch")
+
+
+def test_the_declared_sizes_are_torchs(tmp_path: Path) -> None:
+    """gymnasium/sizes.py counts each network's state dict as SB3 and torch build it: the flat
+    MLP, FlatGridExtractor's two stacks, EntityExtractor with and without attention layers,
+    shared or not, net_arch as a list or a dict."""
+    pytest.importorskip("stable_baselines3")
+    from gymnasium import spaces
+    from stable_baselines3.common.policies import ActorCriticPolicy, MultiInputActorCriticPolicy
+
+    from procgen_entities.gymnasium import EntityVectorEnv, sb3
+    from procgen_entities.gymnasium.sizes import policy_values
+
+    with EntityVectorEnv("coinrun", 1, grid=True, tilemap="columns") as env:
+        grid_space = env.single_observation_space
+    flat = spaces.Box(-np.inf, np.inf, (430,), np.float32)
+    cases = [
+        (None, {}, [64, 32], True), (None, {}, {"pi": [16], "vf": [8, 8]}, False),
+        ("FlatGridExtractor", {}, [256, 256], True),
+        ("FlatGridExtractor", {"cnn": "deep", "grid_dim": 40}, [32], False),
+        ("EntityExtractor", {}, [64], True),
+        ("EntityExtractor", {"d_model": 32, "n_heads": 2, "n_layers": 2, "n_queries": 3,
+                             "grid_dim": 16}, {"pi": [], "vf": [8]}, False),
+    ]  # fmt: skip
+    for extractor, kwargs, arch, share in cases:
+        common = dict(net_arch=arch, share_features_extractor=share)
+        if extractor is None:
+            policy = ActorCriticPolicy(flat, spaces.Discrete(15), lambda _: 0.0, **common)
+        else:
+            policy = MultiInputActorCriticPolicy(
+                grid_space, spaces.Discrete(15), lambda _: 0.0, **common,
+                features_extractor_class=getattr(sb3, extractor), features_extractor_kwargs=kwargs,
+            )  # fmt: skip
+        torch_count = sum(t.numel() for t in policy.state_dict().values())
+        space = flat if extractor is None else grid_space
+        assert policy_values(extractor, kwargs, arch, 15, space) == torch_count, (extractor, arch)

@@ -58,6 +58,17 @@ def test_agent_evaluations_in_the_docs_are_the_checked_in_ones(game: str) -> Non
     assert load_run(DOCS / "runs" / "agents" / game / "metrics.jsonl.gz").steps[-1] >= 2_990_000
 
 
+@pytest.mark.parametrize("name", ["evaluation-sampled", "evaluation-sampled-train-levels"])
+def test_protocol_figures_in_the_docs_are_the_checked_in_evaluations(name: str) -> None:
+    """Issue 35's table: coinrun-200's sampled test and train returns are the evaluations' own."""
+    import json
+
+    evaluation = json.loads((DOCS / "runs/agents/coinrun-200-25m" / f"{name}.json").read_text())
+    mine = next(v for k, v in evaluation.items() if k.startswith("checkpoint"))
+    figure = f"{mine['return']:.2f} ± {mine['return_ci95']:.2f}"
+    assert figure in (DOCS / "training.md").read_text(), figure
+
+
 @pytest.mark.parametrize(
     ("folder", "runs"),
     [

@@ -445,3 +445,15 @@ def test_cli_bad_flag_is_argparse_usage_error() -> None:
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     proc = run_dump("coinrun", "--window", "--full")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_steps_are_bounded_by_the_games_longest_episode() -> None:
+    """--steps 10**9 played for hours; like a text level header's steps=, --steps is at most the
+    game's longest episode (levels.max_steps), refused before anything plays."""
+    proc = run_dump("coinrun", "--steps", str(10**9), timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        "python -m procgen_entities.dump: error: --steps 1000000000: more than coinrun's "
+        "longest episode (1000 steps), the most one run plays"
+    ]
+    assert run_dump("maze", "--steps", "500", "--policy", "noop").returncode == 0

@@ -418,3 +418,46 @@ def test_evaluate_levels_refuses_bad_folders(tmp_path: Path) -> None:
     maze = LevelBase("maze", "easy", 1)
     (other / "maze.txt").write_text(level_file_text(State.from_bytes(maze.state(other)), maze))
     _one_line_error(_run(*evaluate, str(other)), "maze.txt is a maze level", "plays coinrun")
+
+
+# ---- bounded work from a folder of levels (issue 38 row 7) ----
+
+
+@pytest.mark.live
+def test_levels_are_validated_in_batches_within_bounded_memory(tmp_path: Path) -> None:
+    """300 copies of a valid level validated in one trial-restore env of 900 games took ~1.8 GB
+    more address space (1,000 files: 3.3 GB; 10,000 under a 6 GB limit ended in "procgen crashed
+    (SIGABRT)"); in batches of VALIDATE_BATCH they fit 1.3 GB over what reading them took, in a
+    child process whose address space is bounded so (the trial restore's fork inherits it)."""
+    for i in range(300):
+        (tmp_path / f"level-{i:03d}.state.gz").write_bytes(SAVED.read_bytes())
+    proc = _child(f"""
+        import resource
+        from procgen_entities.tools.levels import level_paths, read_level, validate
+        levels = [read_level(p) for p in level_paths({str(tmp_path)!r})]
+        with open("/proc/self/status") as f:
+            size = next(int(line.split()[1]) for line in f if line.startswith("VmSize")) * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (size + 1300 * 2**20, size + 1300 * 2**20))
+        validate(levels)
+        print(sum(level.blob is not None for level in levels))
+    """, timeout=240)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["300"]
+
+
+@pytest.mark.live
+def test_a_folder_of_more_level_files_than_the_limit_is_refused(tmp_path: Path) -> None:
+    """At most MAX_LEVEL_FILES (10,000) level files in a folder: one line naming the folder and
+    the limit, before any file is read (every file here is empty, unreadable as a level)."""
+    from procgen_entities.tools.levels import MAX_LEVEL_FILES, level_paths
+
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(MAX_LEVEL_FILES + 1):
+        (folder / f"{i:05d}.state").touch()
+    with pytest.raises(LevelError, match=f"holds more than {MAX_LEVEL_FILES} level files"):
+        load_levels(level_paths(folder))
+    evaluate = ("procgen_entities.evaluate", str(CHECKPOINT), "--backend", "numpy", "--levels")
+    _one_line_error(_run(*evaluate, str(folder)), str(folder), "more than 10000 level files")
+    (folder / "00000.state").unlink()
+    assert len(level_paths(folder)) == MAX_LEVEL_FILES

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 import struct
-from typing import Callable, Dict, List
+from typing import Any, Callable, Dict, List
 
 import numpy as np
 import pytest
@@ -415,3 +415,245 @@ def _start_edited(env: ProcgenVecEnv, edit: Callable[[State], object]) -> ObsSpa
         edit(state)
     env.set_states(states_to_bytes(states))
     return space
+
+
+UNSEEDED_CHILD = """
+import json, os, sys, tempfile, warnings
+if os.environ.get("PROCGEN_ENTITIES_SANITIZER_RUN"):  # as in conftest.py
+    import cffi
+    _dlopen = cffi.FFI.dlopen
+    cffi.FFI.dlopen = lambda self, name, flags=0: _dlopen(self, name, flags & ~self.RTLD_DEEPBIND)
+warnings.simplefilter("ignore")
+import numpy as np
+from procgen_entities import State, StateDecodeError
+from procgen_entities.gymnasium import EntityVectorEnv
+from procgen_entities.tools.levels import LevelError, load_levels
+which = int(sys.argv[1])
+outcomes = {}
+with EntityVectorEnv("coinrun", 1, seed=0) as env:
+    env.reset(seed=0)
+    state = State.from_bytes(env.get_states()[0])
+    rngs = list(state.rngs)
+    rngs[which] = (False, rngs[which][1])
+    state.rngs = tuple(rngs)
+    blob = state.to_bytes(validate=False)
+    path = os.path.join(tempfile.mkdtemp(), "unseeded.state")
+    with open(path, "wb") as f:
+        f.write(blob)
+    calls = {
+        "to_bytes": lambda: state.to_bytes(validate=True),
+        "set_states": lambda: env.set_states([blob]),
+        "reset": lambda: env.reset(options={"states": [blob]}),
+        "load_levels": lambda: load_levels([path]),
+    }
+    for name, call in calls.items():
+        try:
+            call()
+            outcomes[name] = "accepted"
+        except StateDecodeError as exc:
+            outcomes[name] = exc.field
+        except LevelError as exc:
+            outcomes[name] = str(exc)
+    if "accepted" in outcomes.values():  # procgen draws from the RNG at the episode's end
+        env.set_states([blob])
+        for _ in range(1100):
+            env.step(np.array([4]))
+print(json.dumps(outcomes))
+"""
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("which", [0, 1])
+def test_an_unseeded_rng_is_refused_before_procgen_draws_from_it(which: int) -> None:
+    """procgen draws the next level's seed from level_seed_rand_gen at the episode's end,
+    after the 16-step trial restore, and step_rand_int from rand_gen at every step: unseeded,
+    either was accepted everywhere and procgen exited (``fassert failed 'is_seeded'``). Each
+    way in now refuses it, naming the flag (in a child process)."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", UNSEEDED_CHILD, str(which)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    field = ("level_seed_rand_gen", "rand_gen")[which] + ".is_seeded"
+    assert out.pop("load_levels").endswith(f"(field {field!r})"), out
+    assert out == {"to_bytes": field, "set_states": field, "reset": field}
+
+
+def _rng_text_edits() -> Dict[str, Callable[[bytes, np.random.Generator], bytes]]:
+    """Texts that are not procgen's std::mt19937 serialisation, from a real one."""
+
+    def words(edit: Callable[[List[bytes]], object]) -> Callable[[bytes, Any], bytes]:
+        def apply(text: bytes, rng: Any) -> bytes:
+            split = text.split(b" ")
+            edit(split)
+            return b" ".join(split)
+
+        return apply
+
+    return {
+        "random digits": lambda text, rng: "".join(map(str, rng.integers(0, 10, 60))).encode(),
+        "empty": lambda text, rng: b"",
+        "a word of 2**32": words(lambda w: w.__setitem__(5, str(2**32).encode())),
+        "a word of 11 digits": words(lambda w: w.__setitem__(0, b"12345678901")),
+        "a word with letters": words(lambda w: w.__setitem__(7, b"12ab")),
+        "a negative word": words(lambda w: w.__setitem__(9, b"-5")),
+        "a leading zero": words(lambda w: w.__setitem__(3, b"0" + w[3])),
+        "the position 625": words(lambda w: w.__setitem__(-1, b"625")),
+        "a word missing": words(lambda w: w.pop(100)),
+        "a word too many": words(lambda w: w.insert(100, b"7")),
+        "a trailing space": lambda text, rng: text + b" ",
+        "a newline for a space": lambda text, rng: text.replace(b" ", b"\n", 1),
+        "too long": lambda text, rng: b"1 " * 4000 + b"0",
+        "the all-zero state": words(lambda w: w.__setitem__(slice(0, 624), [b"0"] * 624)),
+    }
+
+
+RNG_TEXT_EDITS = _rng_text_edits()
+
+
+@pytest.fixture(scope="module")
+def coinrun_state() -> bytes:
+    return _coinrun_state()
+
+
+@pytest.mark.parametrize("edit", list(RNG_TEXT_EDITS))
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_rng_texts_other_than_procgens_are_refused(
+    coinrun_state: bytes, which: int, edit: str
+) -> None:
+    """procgen reads an RNG's text with std::mt19937's operator>>, which stops at the first
+    word it cannot read and keeps the rest of the generator the env had: garbage text was
+    accepted and the levels after the episode depended on the env the state went into. Only
+    operator<<'s own form (624 words below 2**32 and the position 0..624) is accepted now."""
+    name = ("level_seed_rand_gen", "rand_gen", "asset_rand_gen")[which]
+    state = State.from_bytes(coinrun_state)
+    rngs = list(state.rngs)
+    rngs[which] = (rngs[which][0], RNG_TEXT_EDITS[edit](rngs[which][1], np.random.default_rng(0)))
+    state.rngs = tuple(rngs)
+    with pytest.raises(StateDecodeError, match=f"{name}: ") as info:
+        state.to_bytes(validate=True)
+    from procgen_entities.restore import _rngs_of
+
+    assert info.value.field == name
+    assert info.value.offset == _rngs_of(coinrun_state)[which][1] + 8  # the text's first byte
+
+
+def test_garbage_rng_text_is_refused_by_set_states_and_changes_nothing() -> None:
+    with ProcgenVecEnv("coinrun", 2, seed=1) as env:
+        env.reset(env.obs_space())
+        before = env.get_states()
+        state = State.from_bytes(before[1])
+        digits = "".join(map(str, np.random.default_rng(1).integers(0, 10, 40))).encode()
+        state.rngs = ((True, digits), state.rngs[1], state.rngs[2])
+        with pytest.raises(StateDecodeError, match="level_seed_rand_gen: its text holds 1 "):
+            env.set_states([before[0], state.to_bytes(validate=False)])
+        assert env.get_states() == before
+
+
+def test_the_rngs_of_real_states_are_accepted() -> None:
+    """Every golden state (16 games, both modes): the two RNGs procgen draws from seeded, the
+    asset RNG not, and all three texts procgen's own."""
+    from golden import DATA_DIR, load_states
+
+    from procgen_entities.restore import RNG_NAMES, _rngs_of, mt19937_text_problem
+
+    seen = 0
+    for path in sorted(DATA_DIR.glob("*.states.npz")):
+        for blob in load_states(path)[1]:
+            rngs = _rngs_of(blob)
+            assert [name for name, *_ in rngs] == list(RNG_NAMES)
+            assert [seeded for _, _, seeded, _ in rngs] == [1, 1, 0], path.name
+            for name, at, _, text in rngs:
+                assert blob[at + 4 : at + 8] == len(text).to_bytes(4, "little")
+                assert mt19937_text_problem(text) is None, (path.name, name)
+            seen += 1
+    assert seen > 300
+
+
+def _leaving_envs(game: str, engine: str, mode: str) -> Any:
+    """8 envs of ``game`` whose players are moved where procgen lets them leave the world:
+    jumper's into the top row (a wall they are pushed up out of, above the grid), bigfish's
+    left of it."""
+    from procgen_entities import states_from_bytes
+    from procgen_entities.gymnasium import EntityVectorEnv
+
+    env = EntityVectorEnv(
+        game, 8, seed=0, engine=engine, distribution_mode="easy", autoreset_mode=mode
+    )
+    env.reset(seed=0)
+    states = states_from_bytes(env.get_states())
+    for state in states:
+        if game == "jumper":
+            state.entities[0]["y"] = state.grid.shape[0] - 0.5
+        else:
+            state.entities[0]["x"] = -3.0
+    env.reset(options={"states": states})
+    return env
+
+
+def _players_gone(batch: Any, rows: Any) -> int:
+    """How many of states ``rows`` of a StateBatch show their player (entity 0, which the parse
+    checks) out of the world, as procgen's is_out_of_bounds has it."""
+    gone = 0
+    for i in rows:
+        first = batch.entity_offsets[i]
+        x, y, rx, ry = (batch.field(name)[first] for name in ("x", "y", "rx", "ry"))
+        h, w = batch.grid.shape[1:]
+        gone += bool(x + rx < 0 or y + ry < 0 or x - rx > w or y - ry > h)
+    return gone
+
+
+@pytest.mark.parametrize("game", ["jumper", "bigfish"])
+def test_a_player_that_leaves_the_world_plays_as_procgen_plays_it(game: str) -> None:
+    """procgen erases an entity out of the world (auto_erase), the player too, and the step
+    ends the episode. Its terminal state has no player; the headless engine read it and raised
+    "entity 0 is not the player" (and get_states failed until the next step), where procgen
+    played on. The headless engine now puts the player back first, where it left, in what it
+    reads of such a state: the same rewards, episode ends and states as procgen's stepping."""
+    from procgen_entities import parse_states
+
+    rng = np.random.default_rng(0)
+    headless = _leaving_envs(game, "headless", "SameStep")
+    deferred = _leaving_envs(game, "headless", "NextStep")
+    direct = _leaving_envs(game, "direct", "SameStep")
+    gone = {"final_states": 0, "get_states": 0}
+    try:
+        for _ in range(60):
+            actions = rng.integers(0, 15, 8)
+            out, ref = headless.step(actions), direct.step(actions)
+            for k in (1, 2, 3):  # reward, terminated, truncated
+                np.testing.assert_array_equal(out[k], ref[k])
+            assert headless.get_states() == direct.get_states()
+            ended, final = headless.stepper.final_states()
+            gone["final_states"] += _players_gone(final, range(len(ended)))
+            terminated = deferred.step(actions)[2]
+            shown = parse_states(deferred.get_states())  # the terminal states, reset pending
+            gone["get_states"] += _players_gone(shown, np.flatnonzero(terminated))
+    finally:
+        for env in (headless, deferred, direct):
+            env.close()
+    assert min(gone.values()) >= 3, gone
+
+
+@pytest.mark.parametrize(
+    "game, field, value", [("starpilot", "will_erase", 1), ("jumper", "expire_time", 5)]
+)
+def test_a_player_procgen_would_erase_mid_episode_is_refused(
+    game: str, field: str, value: int
+) -> None:
+    """A player with will_erase, or an expire_time its life_time passes, is erased by
+    procgen's step while the episode goes on without one: every engine's states failed from
+    then on (the ranges of all entities let both through: starpilot's bullets are erased,
+    jumper's trails expire). Such a player is refused, naming the field."""
+    with ProcgenVecEnv(game, 1, seed=0) as env:
+        env.reset(env.obs_space())
+        state = State.from_bytes(env.get_states()[0])
+        state.entities[0][field] = value
+        with pytest.raises(StateDecodeError, match=f"the player's {field} is {value}") as info:
+            env.set_states([state.to_bytes(validate=False)])
+        assert info.value.field == f"entities[0].{field}"

@@ -414,3 +414,143 @@ def test_envs_left_open_at_exit_close_quietly(engine: str) -> None:
     """)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stderr == ""
+
+
+# ---- misuse is named, not misread (issue 38 row 10) ----
+
+#: Every env class, made small: (name, constructor).
+ENV_CLASSES = {
+    "ProcgenVecEnv": lambda: ProcgenVecEnv("coinrun", 2, seed=0, num_threads=1),
+    "ProcgenEnv": lambda: _entity_gym_env(),
+    "EntityVectorEnv": lambda: EntityVectorEnv("coinrun", 2, seed=0, num_threads=1),
+    "EntityEnv": lambda: _gymnasium_env(),
+}
+
+
+def _entity_gym_env() -> Any:
+    from procgen_entities import ProcgenEnv
+
+    return ProcgenEnv("coinrun", seed=0)
+
+
+def _gymnasium_env() -> Any:
+    from procgen_entities.gymnasium import EntityEnv
+
+    return EntityEnv("coinrun", seed=0)
+
+
+def _start(name: str, env: Any) -> None:
+    if name == "ProcgenVecEnv":
+        env.reset(env.obs_space())
+    else:
+        env.reset()
+
+
+@pytest.mark.parametrize("name", list(ENV_CLASSES))
+def test_pickling_an_env_says_it_cannot_and_what_to_do(name: str) -> None:
+    """pickle (and copy) said "cannot pickle '_thread.RLock' object"; each class now says that
+    it cannot be pickled and to move its states or a function that makes it instead."""
+    import copy
+    import pickle
+
+    with closing(ENV_CLASSES[name]()) as env:
+        _start(name, env)
+        for attempt in (pickle.dumps, copy.deepcopy):
+            with pytest.raises(TypeError, match=rf"^{name} cannot be pickled or copied: .*"
+                                                r"get_states\(\)"):  # fmt: skip
+                attempt(env)
+
+
+def test_a_wrapped_env_names_itself_when_pickled() -> None:
+    import pickle
+
+    import gymnasium
+
+    import procgen_entities.gymnasium  # noqa: F401 (registers the ids)
+
+    env = gymnasium.make("procgen_entities/coinrun-v0", num_threads=1)
+    try:
+        with pytest.raises(TypeError, match="^EntityEnv cannot be pickled"):
+            pickle.dumps(env)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("name", list(ENV_CLASSES))
+def test_a_closed_env_names_its_own_class(name: str) -> None:
+    """Every class said "ProcgenVecEnv is closed"."""
+    env = ENV_CLASSES[name]()
+    env.close()
+    with pytest.raises(RuntimeError, match=f"^{name} is closed$"):
+        _start(name, env)
+
+
+def test_set_states_and_from_bytes_refuse_what_is_not_bytes() -> None:
+    """bytes(1) is one zero byte: [1, 2] and 5 were read as truncated states."""
+    from procgen_entities import State, states_from_bytes
+
+    with ProcgenVecEnv("coinrun", 2, seed=0, num_threads=1) as vec:
+        with pytest.raises(TypeError, match=r"states\[0\] is int, not get_state bytes"):
+            vec.set_states([1, 2])
+        with pytest.raises(TypeError, match="a sequence of get_state blobs, one per env"):
+            vec.set_states(vec.get_states()[0])
+    with closing(EntityVectorEnv("coinrun", 2, seed=0, num_threads=1)) as env:
+        env.reset()
+        with pytest.raises(TypeError, match=r"states\[1\] is NoneType"):
+            env.set_states([env.stepper.get_states()[0], None])
+        state = env.stepper.get_states()[0]
+    with pytest.raises(TypeError, match="State.from_bytes takes get_state bytes, not int"):
+        State.from_bytes(5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"blobs\[1\] is int"):
+        states_from_bytes([state, 7])  # type: ignore[list-item]
+    assert State.from_bytes(bytearray(state)).game == "coinrun"
+
+
+def test_reset_options_must_be_a_dict_of_known_keys() -> None:
+    with closing(EntityVectorEnv("coinrun", 2, seed=0, num_threads=1)) as env:
+        with pytest.raises(TypeError, match="options is a dict .* or None, not int"):
+            env.reset(options=5)  # type: ignore[arg-type]
+        with pytest.raises(UsageError, match=r"unknown options 'state' \(valid: reset_mask, "):
+            env.reset(options={"state": [b"", b""]})  # a misspelt "states" reset anew before
+        env.reset(options={})
+
+
+def test_a_ragged_action_buffer_needs_one_action_per_env() -> None:
+    """Per-env counts [2, 0] gave env 0's second action to env 1."""
+    with ProcgenVecEnv("coinrun", 2, seed=0, num_threads=1) as vec:
+        space = vec.obs_space()
+        vec.reset(space)
+        before = vec.step_values().scalars["cur_time"].copy()
+        ragged = RaggedBufferI64.from_flattened(np.array([[1], [2]], np.int64),
+                                                np.array([2, 0], np.int64))  # fmt: skip
+        with pytest.raises(UsageError, match=r"per-env counts \[2, 0\]"):
+            vec.act({"move": ragged}, space)
+        np.testing.assert_array_equal(vec.step_values().scalars["cur_time"], before)
+        vec.act(move(np.array([1, 2])), space)
+
+
+def test_entity_fields_is_a_sequence_not_one_string() -> None:
+    from procgen_entities.reference import reference_parse_states
+
+    with ProcgenVecEnv("coinrun", 1, seed=0, num_threads=1) as vec:
+        states = vec.get_states()
+    for parse in (parse_states, reference_parse_states):
+        with pytest.raises(TypeError, match="not one string \\('xy': write \\['xy'\\]\\)"):
+            parse(states, entity_fields="xy")
+    batch = parse_states(states, entity_fields=["x", "y"])
+    np.testing.assert_array_equal(batch.field("y"), batch.entities[:, 1])
+    with pytest.raises(UsageError, match=r"no entity field 'nope' in this batch \(its fields: "
+                                         r"x, y\)"):  # fmt: skip
+        batch.field("nope")
+
+
+def test_render_modes_other_than_arrays_are_refused_at_construction() -> None:
+    """render_mode="human" was accepted, and render() returned None."""
+    from procgen_entities.gymnasium import EntityEnv
+
+    for make in (EntityVectorEnv, EntityEnv):
+        with pytest.raises(UsageError, match="render_mode must be 'rgb_array' .* got 'human'"):
+            make("coinrun", render_mode="human")
+    with closing(EntityVectorEnv("coinrun", 1, seed=0, render_mode=None)) as env:
+        env.reset()
+        assert env.render() is None

@@ -3,7 +3,8 @@ and then restored into procgen, stepped and rendered without a crash.
 
 For every game given, real states from a short random rollout are edited at random (header and
 trailer scalars, grid cells, entity fields and positions, entity tables and trailer vectors
-resized; values from small perturbations to wild ones) and written with ``to_bytes``. The
+resized, the three RNGs' is_seeded flags and mt19937 texts; values from small perturbations to
+wild ones) and written with ``to_bytes``. The
 validation is ``to_bytes``'s own (restore.check_values, then restore.trial_restore: a forked
 set_state, steps and render), run here per state for the value checks and per group of
 --batch states for the trial (a failed group is retried state by state). Every accepted state is
@@ -43,9 +44,37 @@ def _perturbed(rng: np.random.Generator, value: Any) -> Any:
     return float(value) + float(rng.normal(0, 1))
 
 
+def _edit_rng(state: State, rng: np.random.Generator) -> str:
+    """One of the three RNGs edited: its is_seeded flipped, or its mt19937 text garbled (random
+    digits, a word dropped, doubled, too big or not a number, the position past 624) or given
+    another valid word (which is accepted)."""
+    k = int(rng.integers(3))
+    seeded, text = state.rngs[k]
+    words = text.split(b" ")
+    choice = int(rng.integers(7))
+    if choice == 0:
+        seeded = not seeded
+    elif choice == 1:
+        words = ["".join(map(str, rng.integers(0, 10, int(rng.integers(1, 80))))).encode()]
+    elif choice == 2 and len(words) > 1:
+        words.pop(int(rng.integers(len(words))))
+    elif choice == 3:
+        words.insert(int(rng.integers(len(words) + 1)), b"7")
+    elif choice == 4:
+        words[int(rng.integers(len(words)))] = [b"4294967296", b"-1", b"1x", b""][rng.integers(4)]
+    elif choice == 5:
+        words[-1] = str(int(rng.integers(625, 10**6))).encode()
+    else:
+        words[int(rng.integers(max(1, len(words) - 1)))] = str(rng.integers(2**32)).encode()
+    rngs = list(state.rngs)
+    rngs[k] = (seeded, b" ".join(words))
+    state.rngs = tuple(rngs)
+    return f"rng.{('level_seed_rand_gen', 'rand_gen', 'asset_rand_gen')[k]}"
+
+
 def edit(state: State, rng: np.random.Generator, tiles: np.ndarray) -> str:
     """One random edit in place; returns what was edited."""
-    what = int(rng.integers(7))
+    what = int(rng.integers(8))
     ents = state.entities
     if what == 0:
         name = str(rng.choice(list(state.scalars)))
@@ -83,6 +112,8 @@ def edit(state: State, rng: np.random.Generator, tiles: np.ndarray) -> str:
         else:
             state.trailer[name] = _perturbed(rng, old)
         return f"trailer.{name}"
+    if what == 6:
+        return _edit_rng(state, rng)
     state.scalars["cur_time"] = int(rng.integers(0, 2000))
     return "scalar.cur_time"
 

@@ -69,6 +69,7 @@ cdef int _set_read_map(pe_live_map *map, dict read_map) except -1:
     _copy_members(map.entity_at, map.entity_kind, read_map["entity"], PE_ENTITY_FIELDS,
                   "entity fields")
     map.entities_at = read_map["entities"]
+    map.agent_at = read_map["agent"]
     map.grid_at = read_map["grid"]
     return 0
 
@@ -402,6 +403,30 @@ cdef class StateCollector:
         with nogil:
             status = pe_collect(self.pool, pe_live_get_state, <void *>source, <int32_t>source.n_games,
                                 first, self.set, &self.spec.spec, &bad_index, &err)
+        check_status(status, &err, bad_index)
+
+    def collect_full(self, LiveGames live, int group, uintptr_t get_state, uintptr_t env,
+                     Py_ssize_t first):
+        """procgen get_state (`get_state`, `env`: the group's vec env) for a group's live games
+        into slots [first, first + n), with the player put back first where procgen erased it
+        (pe_live_full_get_state)."""
+        self._check_open()
+        live._check_group(group)
+        if group < 0:
+            raise IndexError(group)
+        cdef int64_t bad_index = -1
+        cdef pe_error err
+        cdef pe_status status
+        cdef pe_live_full_source full
+        full.get_state = <pe_get_state_fn>get_state
+        full.env = <void *>env
+        full.source = live._source(group)
+        if full.source.n_games == 0:
+            raise RuntimeError("no live games attached")
+        with nogil:
+            status = pe_collect(self.pool, pe_live_full_get_state, <void *>&full,
+                                <int32_t>full.source.n_games, first, self.set, &self.spec.spec,
+                                &bad_index, &err)
         check_status(status, &err, bad_index)
 
     def step_live(self, LiveGames live, int group, const int32_t[::1] actions, Py_ssize_t first,

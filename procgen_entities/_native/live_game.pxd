@@ -5,7 +5,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from procgen_entities._native.state_parser cimport (PE_ENTITY_FIELDS, PE_MAX_TRAILER_ITEMS,
                                                     PE_S_N_SCALARS_MAX, pe_error, pe_game_spec,
                                                     pe_status)
-from procgen_entities._native.state_set cimport pe_state_set
+from procgen_entities._native.state_set cimport pe_get_state_fn, pe_state_set
 from procgen_entities._native.thread_pool cimport pe_pool
 
 
@@ -33,6 +33,7 @@ cdef extern from "live_game.h" nogil:
         int32_t entity_at[PE_ENTITY_FIELDS]
         uint8_t entity_kind[PE_ENTITY_FIELDS]
         int32_t entities_at
+        int32_t agent_at
         int32_t grid_at
 
     ctypedef void (*pe_game_fn)(void *game) noexcept nogil
@@ -68,6 +69,12 @@ cdef extern from "live_game.h" nogil:
         void *const *games
         int64_t n_games
     int pe_live_get_state(void *source, int index, char *buffer, int length) noexcept
+
+    ctypedef struct pe_live_full_source:
+        pe_get_state_fn get_state
+        void *env
+        const pe_live_source *source
+    int pe_live_full_get_state(void *source, int index, char *buffer, int length) noexcept
 
     ctypedef struct pe_live_outputs:
         uint8_t *truncated

@@ -242,6 +242,7 @@ def live_read_map(layout: Layout, game: Game) -> Dict[str, Any]:
         "trailer": [member(name, kind) for name, kind in game.trailer],
         "entity": entity,
         "entities": layout.offset("BasicAbstractGame", "entities"),
+        "agent": layout.offset("BasicAbstractGame", "agent"),  # the player, erased or not
         "grid": layout.offset("BasicAbstractGame", "grid"),
     }
 

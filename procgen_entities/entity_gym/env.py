@@ -24,6 +24,7 @@ from ragged_buffer import RaggedBufferI64
 
 from procgen_entities.entity_gym.observation import ACTION_NAME, GLOBAL_ENTITY
 from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
+from procgen_entities.stepper import unpicklable
 
 __all__ = ["ProcgenEnv"]
 
@@ -34,6 +35,7 @@ class ProcgenEnv(Environment):
     def __init__(self, game: str, *, seed: Optional[int] = None, **kwargs: Any) -> None:
         kwargs.setdefault("num_threads", 1)
         self._vec = ProcgenVecEnv(game, 1, seed=seed, **kwargs)
+        self._vec.stepper.owner = type(self).__name__  # the name its errors give
         self._at_episode_start = True
 
     def obs_space(self) -> ObsSpace:
@@ -69,6 +71,9 @@ class ProcgenEnv(Environment):
 
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
         return self._vec.render(**kwargs)[0]
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise unpicklable(type(self).__name__)
 
     def close(self) -> None:
         self._vec.close()

@@ -31,7 +31,7 @@ from procgen_entities.errors import UsageError
 from procgen_entities.features import StepValues
 from procgen_entities.games import Game
 from procgen_entities.parse import StateBatch
-from procgen_entities.stepper import BytesLike, ProcgenStepper, locked
+from procgen_entities.stepper import BytesLike, ProcgenStepper, locked, unpicklable
 from procgen_entities.tilemap import CameraConverter, tilemap_features
 
 __all__ = ["ProcgenVecEnv"]
@@ -82,6 +82,7 @@ class ProcgenVecEnv(VecEnv):
     ) -> None:
         action_space(actor)  # refuse an unknown actor before procgen starts
         self._stepper = ProcgenStepper(game, num_envs, **options)
+        self._stepper.owner = type(self).__name__  # the name its errors give
         self.tilemap = tilemap
         self.entity_window = entity_window
         self.actor = actor
@@ -156,6 +157,10 @@ class ProcgenVecEnv(VecEnv):
         return self._stepper.call_lock
 
     @property
+    def owner(self) -> str:
+        return self._stepper.owner
+
+    @property
     def truncated(self) -> npt.NDArray[np.bool_]:
         return self._stepper.truncated
 
@@ -218,6 +223,9 @@ class ProcgenVecEnv(VecEnv):
         if stepper is not None:
             stepper.close()
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise unpicklable(type(self).__name__)
+
     def __enter__(self) -> "ProcgenVecEnv":
         return self
 
@@ -248,6 +256,12 @@ class ProcgenVecEnv(VecEnv):
     def act(self, actions: Mapping[str, RaggedBufferI64], obs_filter: ObsSpace) -> VecObs:
         self._stepper.check_open()
         given = actions[ACTION_NAME]  # a RaggedBufferI64, or an array of one action per env
+        if hasattr(given, "size1"):  # ragged: exactly one action in each env's row
+            counts = np.asarray(given.size1())
+            if counts.shape != (self.num_envs,) or (counts != 1).any():
+                raise UsageError(f"expected one {ACTION_NAME!r} action per env ({self.num_envs} "
+                                 f"envs), got a ragged buffer of per-env counts "
+                                 f"{counts.tolist()[:16]}")  # fmt: skip
         chosen = np.asarray(given.as_array() if hasattr(given, "as_array") else given)
         chosen = chosen.reshape(-1)
         if chosen.shape[0] != self.num_envs:

@@ -13,6 +13,7 @@ import gymnasium
 import numpy as np
 
 from procgen_entities.gymnasium.vector import EntityVectorEnv
+from procgen_entities.stepper import unpicklable
 
 __all__ = ["EntityEnv"]
 
@@ -27,6 +28,7 @@ class EntityEnv(gymnasium.Env):  # type: ignore[misc]
         self._vec = EntityVectorEnv(
             game, 1, autoreset_mode="NextStep", render_mode=render_mode, **kwargs
         )
+        self._vec.stepper.owner = type(self).__name__  # the name its errors give
         self.observation_space = self._vec.single_observation_space
         self.action_space = self._vec.single_action_space
         self.render_mode = render_mode
@@ -56,6 +58,9 @@ class EntityEnv(gymnasium.Env):  # type: ignore[misc]
             bool(truncated[0]),
             self._one(info),
         )
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise unpicklable(type(self).__name__)
 
     def render(self) -> Any:
         frames = self._vec.render()

@@ -22,28 +22,21 @@ no statistics besides its weights. ``sb3.EntityExtractor`` wraps it for Stable-B
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import List, Mapping, Optional, Tuple
 
 import torch
 from torch import nn
 
 from procgen_entities.gymnasium.observation import GLOBAL_KEY, GRID_KEY
+from procgen_entities.gymnasium.sizes import GRID_CNNS, encoder_inputs
 
-__all__ = ["GRID_CNNS", "EntityEncoder", "FlatGridEncoder", "GridEncoder", "symlog"]
+__all__ = [
+    "GRID_CNNS", "EntityEncoder", "FlatGridEncoder", "GridEncoder", "encoder_inputs", "symlog",
+]  # fmt: skip
 
 
 def symlog(x: torch.Tensor) -> torch.Tensor:
     return torch.sign(x) * torch.log1p(torch.abs(x))
-
-
-#: GridEncoder's convolution stacks: (out channels, stride) of each 3x3 convolution, and the
-#: head's width. "small" (the committed recipe's): two stride-2 layers, a 4x4 reading of a 16x16
-#: square. "deep": a stride-1 layer first, so edges are found at full resolution (a ledge one
-#: cell from the player), then an 8x8 reading and a wider head; ~3x the small stack's compute.
-GRID_CNNS: Dict[str, Tuple[Tuple[Tuple[int, int], ...], int]] = {
-    "small": (((16, 2), (32, 2)), 64),
-    "deep": (((16, 1), (32, 2), (32, 1)), 256),
-}
 
 
 class GridEncoder(nn.Module):
@@ -178,20 +171,3 @@ class FlatGridEncoder(nn.Module):
         parts = [obs[key].flatten(1).float() for key in self.input_keys()]
         parts.append(self.grid(obs[GRID_KEY]))
         return torch.cat(parts, dim=1)
-
-
-def encoder_inputs(
-    space: Any,
-) -> Tuple[Dict[str, Tuple[int, int]], int, Optional[Tuple[int, int]]]:
-    """(entity type -> (cap, F), G, (values, S) of the class image or None) of
-    EntityVectorEnv's single dict observation space: the encoders' constructor arguments."""
-    shapes = {key: tuple(box.shape or ()) for key, box in space.spaces.items()}
-    types = {
-        key: (int(shape[0]), int(shape[1]))
-        for key, shape in shapes.items()
-        if key not in (GLOBAL_KEY, GRID_KEY) and not key.endswith("_mask")
-    }
-    grid = None
-    if GRID_KEY in shapes:  # uint8 class ids 0..high: high + 1 values
-        grid = (int(space.spaces[GRID_KEY].high.max()) + 1, int(shapes[GRID_KEY][0]))
-    return types, int(shapes[GLOBAL_KEY][0]), grid

@@ -60,7 +60,7 @@ from procgen_entities.gymnasium.observation import (
     training_caps,
 )
 from procgen_entities.parse import game_spec
-from procgen_entities.stepper import ProcgenStepper, locked
+from procgen_entities.stepper import ProcgenStepper, locked, unpicklable
 from procgen_entities.tilemap import (
     DEFAULT_CHUNK,
     CameraConverter,
@@ -122,12 +122,10 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         stats_key: str = "episode_stats",
         **options: Any,
     ) -> None:
-        if grid and not get_game(game).has_tilemap:
-            raise UsageError(f"grid=True: {game} has no tiles (an entity-only game)")
-        if grid_entities and not grid:
-            raise UsageError("grid_entities=True draws entities into the grid: it needs grid=True")
+        _check_arguments(game, render_mode, grid, grid_entities)  # before procgen starts
         self.stats_key = stats_key
         self._stepper = ProcgenStepper(game, num_envs, engine=engine, seed=seed, **options)
+        self._stepper.owner = type(self).__name__  # the name its errors give
         self.autoreset_mode = mode = self._autoreset(autoreset_mode)
         self.engine = self._stepper.engine
         self.game = self._stepper.game
@@ -266,8 +264,8 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         ``options={"states": states}`` (one get_state blob or ``State`` per env): every env
         starts from its state, validated as ``set_states`` validates (no ``seed``: the states
         hold their RNGs)."""
-        given = (options or {}).get("reset_mask")
-        states = (options or {}).get("states")
+        chosen = _reset_options(options)
+        given, states = chosen.get("reset_mask"), chosen.get("states")
         reset: Any = slice(None)  # the envs whose episode statistics restart
         if states is not None:
             self._reset_to_states(states, seed, given)
@@ -281,6 +279,9 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         outs, obs = self._outputs(self.num_envs, step=True)
         self._stepper.observe(self._builder, outs)
         return self._finish(obs), self._info(outs)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise unpicklable(type(self).__name__)
 
     def _reset_mask(self, mask: Any, seed: Optional[int]) -> npt.NDArray[np.bool_]:
         mask = np.asarray(mask)
@@ -560,6 +561,37 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         outs, obs = self._outputs(self.num_envs, step=False)
         self._stepper.observe(self._builder, outs)
         return self._finish(obs)
+
+
+#: What reset(options=...) takes (EntityVectorEnv.reset).
+RESET_OPTIONS = ("reset_mask", "states")
+#: The render modes: procgen's frames as arrays (render()), or none.
+RENDER_MODES = ("rgb_array", None)
+
+
+def _check_arguments(game: str, render_mode: Any, grid: bool, grid_entities: bool) -> None:
+    """UsageError for EntityVectorEnv arguments that cannot work together."""
+    if render_mode not in RENDER_MODES:
+        raise UsageError(f"render_mode must be 'rgb_array' (frames as arrays, from render()) "
+                         f"or None, got {render_mode!r}: no window is drawn")  # fmt: skip
+    if grid and not get_game(game).has_tilemap:
+        raise UsageError(f"grid=True: {game} has no tiles (an entity-only game)")
+    if grid_entities and not grid:
+        raise UsageError("grid_entities=True draws entities into the grid: it needs grid=True")
+
+
+def _reset_options(options: Any) -> Mapping[str, Any]:
+    """reset's ``options``: None or a dict of RESET_OPTIONS (TypeError, UsageError else)."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise TypeError(f"reset: options is a dict (keys {', '.join(RESET_OPTIONS)}) or None, "
+                        f"not {type(options).__name__}")  # fmt: skip
+    unknown = sorted(str(key) for key in options if key not in RESET_OPTIONS)
+    if unknown:
+        raise UsageError(f"reset: unknown options {', '.join(map(repr, unknown))} (valid: "
+                         f"{', '.join(RESET_OPTIONS)})")  # fmt: skip
+    return options
 
 
 #: The engines the SAME_STEP fallback has been announced for (one warning per process each).

@@ -31,6 +31,7 @@ import argparse
 import importlib.util
 import json
 import sys
+import zipfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
@@ -38,9 +39,12 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from procgen_entities.errors import ProcgenEntitiesError
+from procgen_entities.tools.files import open_regular
 from procgen_entities.tools.numpy_policy import (
     ACTIVATIONS,
     DICT_NORMALIZER_FILE,
+    MAX_ARRAYS,
+    MAX_VALUES,
     NORMALIZER_FILE,
     DictNormalizer,
     FlatGridPolicy,
@@ -54,10 +58,13 @@ __all__ = [
     "CheckpointError",
     "CheckpointPolicy",
     "EnvConfig",
+    "MAX_HIDDEN_LAYERS",
+    "MAX_LAYER_WIDTH",
     "NotACheckpoint",
     "PICKLED_FILES",
     "build_sb3_policy",
     "convert",
+    "declared_values",
     "load_normalizer",
     "load_policy",
     "make_env",
@@ -78,6 +85,18 @@ SPEC_FORMAT = "sb3-mlp-1"
 #: (torch only; the observation space comes from the checkpoint's env).
 MULTI_SPEC_FORMAT = "sb3-multi-1"
 EXTRACTORS = ("EntityExtractor", "FlatGridExtractor")
+#: The keywords policy.json's "extractor_kwargs" may give each extractor.
+EXTRACTOR_KEYWORDS = {
+    "FlatGridExtractor": ("grid_dim", "cnn"),
+    "EntityExtractor": ("d_model", "n_heads", "n_layers", "n_queries", "grid_dim"),
+}
+#: The most a policy.json may declare (a checkpoint is data: loading it must not build a network
+#: that takes minutes or gigabytes; net_arch [12000, 12000] took minutes under torch): layers of
+#: at most MAX_LAYER_WIDTH units, at most MAX_HIDDEN_LAYERS of them per net (and transformer
+#: layers), and a network of at most numpy_policy.MAX_VALUES values (2**24, 64 MiB of float32)
+#: in its state dict, counted before anything is built (gymnasium/sizes.py).
+MAX_LAYER_WIDTH = 4096
+MAX_HIDDEN_LAYERS = 8
 
 
 class CheckpointError(ProcgenEntitiesError, ValueError):
@@ -287,7 +306,78 @@ def read_spec(folder: Path) -> Dict[str, Any]:
         raise CheckpointError(f"{path}: unknown extractor {spec.get('extractor')!r}")
     if spec.get("activation") not in ACTIVATIONS:
         raise CheckpointError(f"{path}: unknown activation {spec.get('activation')!r}")
+    _check_number(path, "actions", spec.get("actions"), 1, MAX_LAYER_WIDTH)
+    if spec["format"] == SPEC_FORMAT:
+        _check_number(path, "observation_size", spec.get("observation_size"), 1, MAX_VALUES)
+    _check_arch(path, spec.get("net_arch"))
+    if spec["format"] == MULTI_SPEC_FORMAT:
+        _check_extractor(path, spec["extractor"], spec.get("extractor_kwargs"))
     return spec
+
+
+def _check_number(path: Path, key: str, value: Any, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise CheckpointError(f"{path}: {key} {value!r:.40} is not a whole number in "
+                              f"{low}..{high}")  # fmt: skip
+
+
+def _check_arch(path: Path, arch: Any) -> None:
+    """net_arch: a list of layer widths, or a dict of "pi" and "vf" lists (SB3's forms), each
+    of at most MAX_HIDDEN_LAYERS widths of at most MAX_LAYER_WIDTH."""
+    nets = {f"net_arch.{k}": v for k, v in arch.items()} if isinstance(arch, dict) else {
+        "net_arch": arch}  # fmt: skip
+    if isinstance(arch, dict) and not set(arch) <= {"pi", "vf"}:
+        raise CheckpointError(f'{path}: net_arch has keys other than "pi" and "vf"')
+    for key, widths in nets.items():
+        if not isinstance(widths, list) or len(widths) > MAX_HIDDEN_LAYERS:
+            raise CheckpointError(f"{path}: {key} is not a list of at most {MAX_HIDDEN_LAYERS} "
+                                  f"layer widths ({widths!r:.60})")  # fmt: skip
+        for i, width in enumerate(widths):
+            _check_number(path, f"{key}[{i}]", width, 1, MAX_LAYER_WIDTH)
+
+
+def _check_extractor(path: Path, extractor: str, kwargs: Any) -> None:
+    """extractor_kwargs: the extractor's own keywords, sizes within the limits."""
+    from procgen_entities.gymnasium.sizes import GRID_CNNS
+
+    allowed = EXTRACTOR_KEYWORDS[extractor]
+    if kwargs is None:
+        return
+    if not isinstance(kwargs, dict) or not set(kwargs) <= set(allowed):
+        raise CheckpointError(f"{path}: extractor_kwargs {kwargs!r:.80} (the keywords of "
+                              f"{extractor}: {', '.join(allowed)})")  # fmt: skip
+    for key, value in kwargs.items():
+        if key == "cnn" and value not in GRID_CNNS:
+            raise CheckpointError(f"{path}: extractor_kwargs cnn {value!r:.40} is not one of "
+                                  f"{', '.join(GRID_CNNS)}")  # fmt: skip
+        elif key == "n_layers":
+            _check_number(path, f"extractor_kwargs {key}", value, 0, MAX_HIDDEN_LAYERS)
+        elif key != "cnn" and not (key == "grid_dim" and value is None):
+            _check_number(path, f"extractor_kwargs {key}", value, 1, MAX_LAYER_WIDTH)
+    heads, width = kwargs.get("n_heads", 4), kwargs.get("d_model", 64)
+    if extractor == "EntityExtractor" and width % heads:
+        raise CheckpointError(f"{path}: extractor_kwargs n_heads {heads} does not divide "
+                              f"d_model {width}")  # fmt: skip
+
+
+def declared_values(folder: Path, spec: Dict[str, Any], space: Any) -> int:
+    """The values of the state dict ``spec`` declares for the observation ``space`` the
+    checkpoint's env builds; CheckpointError above numpy_policy.MAX_VALUES (before anything
+    is built or read)."""
+    from procgen_entities.gymnasium.sizes import policy_values
+
+    multi = spec["format"] == MULTI_SPEC_FORMAT
+    try:
+        values = policy_values(spec["extractor"] if multi else None,
+                               spec.get("extractor_kwargs") or {}, spec["net_arch"],
+                               int(spec["actions"]), space)  # fmt: skip
+    except ValueError as exc:
+        raise CheckpointError(f"{folder / POLICY_SPEC}: {exc}") from None
+    if values > MAX_VALUES:
+        raise CheckpointError(f"{folder / POLICY_SPEC}: its network holds {values:,} values for "
+                              f"the observation env.json builds, more than the {MAX_VALUES:,} a "
+                              f"checkpoint may (net_arch {spec['net_arch']})")  # fmt: skip
+    return values
 
 
 def _refuse_nonfinite(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
@@ -324,15 +414,22 @@ def load_normalizer(folder: Path) -> Any:
     return normalizer
 
 
-def _torch_state(folder: Path) -> Dict[str, Any]:
+def _torch_state(folder: Path, values: int = MAX_VALUES) -> Dict[str, Any]:
+    """policy.pt (policy.npz without one), at most ``values`` values: its records' sizes are
+    checked before torch reads them."""
     import torch
 
     path = folder / POLICY_TORCH
     if not path.is_file():
-        arrays = _numpy_state(folder)
+        arrays = _numpy_state(folder, values)
         return {k: torch.from_numpy(v) for k, v in arrays.items()}
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with open_regular(path) as file:
+            _check_torch_file(path, file, values)
+            file.seek(0)
+            state = torch.load(file, map_location="cpu", weights_only=True)
+    except CheckpointError:
+        raise
     except Exception as exc:  # torch raises many kinds for a bad file
         raise CheckpointError(f"{path} is not a weights-only state dict ({exc})") from None
     if not isinstance(state, dict):
@@ -345,12 +442,27 @@ def _torch_state(folder: Path) -> Dict[str, Any]:
     return state  # type: ignore[no-any-return]
 
 
-def _numpy_state(folder: Path) -> Dict[str, np.ndarray]:
+def _check_torch_file(path: Path, file: Any, values: int) -> None:
+    """CheckpointError unless ``file`` is torch.save's zip whose records decompress to no more
+    than ``values`` values of 8 bytes (and 1 MiB of pickle and metadata)."""
+    try:
+        with zipfile.ZipFile(file) as archive:
+            infos = archive.infolist()
+    except zipfile.BadZipFile as exc:
+        raise CheckpointError(f"{path} is not torch.save's zip format ({exc})") from None
+    size = sum(info.file_size for info in infos)
+    if len(infos) > MAX_ARRAYS or size > 8 * values + 2**20:
+        raise CheckpointError(f"{path}: {len(infos)} records of {size:,} bytes, more than the "
+                              f"{values:,} values of policy.json's network take")  # fmt: skip
+
+
+def _numpy_state(folder: Path, values: int = MAX_VALUES) -> Dict[str, np.ndarray]:
+    """policy.npz, at most ``values`` values (sizes checked before it is decompressed)."""
     path = folder / POLICY_NUMPY
     if not path.is_file():
         raise CheckpointError(f"{folder} has neither {POLICY_TORCH} nor {POLICY_NUMPY}")
     try:
-        arrays = read_npz(path)
+        arrays = read_npz(path, max_values=values)
     except ValueError as exc:
         raise CheckpointError(str(exc)) from None
     _refuse_nonfinite(path, arrays)
@@ -500,12 +612,12 @@ def _check_fits(folder: Path, spec: Dict[str, Any], space: Any, normalizer: Any)
 
 
 def _numpy_policy(
-    folder: Path, spec: Dict[str, Any], space: Any, normalize: Any, rng: Any
+    folder: Path, spec: Dict[str, Any], space: Any, normalize: Any, rng: Any, values: int
 ) -> CheckpointPolicy:
     """An SB3 checkpoint's numpy twin (``space``: the dict form's space, None for the flat MLP,
-    whose sizes _check_fits compared), tried once on a zero observation of the dict form so that
-    weights that do not fit it are refused here."""
-    state = _numpy_state(folder)
+    whose sizes _check_fits compared; ``values``: what policy.json declares), tried once on a
+    zero observation of the dict form so that weights that do not fit it are refused here."""
+    state = _numpy_state(folder, values)
     try:
         mlp: Any = (
             FlatGridPolicy(spec, state, list(space.spaces)) if space else MlpPolicy(spec, state)
@@ -555,13 +667,14 @@ def load_policy(
     observation = probe.single_observation_space
     probe.close()
     _check_fits(folder, spec, observation, normalize if checkpoint.normalize else None)
+    values = declared_values(folder, spec, observation)  # bounded before anything is built
     # the dict form's key order is the space's (the extractors flatten in it)
     space = observation if multi else None
     if numpy_backend:
         rng = None if deterministic else np.random.default_rng(seed)
-        return _numpy_policy(folder, spec, space, normalize, rng)
+        return _numpy_policy(folder, spec, space, normalize, rng, values)
     try:
-        model = build_sb3_policy(spec, _torch_state(folder), space)
+        model = build_sb3_policy(spec, _torch_state(folder, values), space)
     except CheckpointError as exc:  # said with the folder's name
         message = str(exc)
         where = "" if str(folder) in message else f"{folder}: "

@@ -61,6 +61,11 @@ MAX_SEED = 2**31 - 2
 #: A header number: ASCII digits only (str.isdigit also takes '²', which int() refuses), at
 #: most 10 of them (int() of thousands of digits is slow, then refused).
 NUMBER = re.compile(r"[0-9]{1,10}")
+#: The most level files ``level_paths`` takes from one folder (each read level is kept in memory
+#: with its state, ~0.5 MB: 10,000 files are ~5 GB).
+MAX_LEVEL_FILES = 10_000
+#: Levels validated at once (``validate``): one trial-restore env of this many games.
+VALIDATE_BATCH = 64
 
 
 class LevelError(ProcgenEntitiesError, ValueError):
@@ -238,27 +243,38 @@ def read_level(path: os.PathLike | str) -> Level:
 
 def validate(levels: Sequence[Level]) -> None:
     """Write every level's bytes, validated as set_states validates (LevelError naming the file
-    and the field of the first one refused)."""
-    try:
-        blobs = states_to_bytes([level.state for level in levels])
-    except StateDecodeError as exc:
-        raise LevelError(f"{levels[exc.index].path}: procgen would not play it: {exc.reason} "
-                         f"(field {exc.field!r})") from None  # fmt: skip
-    except UsageError as exc:
-        raise LevelError(str(exc)) from None
-    for level, blob in zip(levels, blobs):
-        level.blob = blob
+    and the field of the first one refused), ``VALIDATE_BATCH`` levels at a time: the trial
+    restore's procgen env holds every game of its batch (~4 MB each)."""
+    for start in range(0, len(levels), VALIDATE_BATCH):
+        batch = levels[start : start + VALIDATE_BATCH]
+        try:
+            blobs = states_to_bytes([level.state for level in batch])
+        except StateDecodeError as exc:
+            raise LevelError(f"{batch[exc.index].path}: procgen would not play it: "
+                             f"{exc.reason} (field {exc.field!r})") from None  # fmt: skip
+        except UsageError as exc:
+            raise LevelError(str(exc)) from None
+        for level, blob in zip(batch, blobs):
+            level.blob = blob
 
 
 def level_paths(folder: os.PathLike | str) -> List[Path]:
-    """The level files of a folder: every file not starting with '.', sorted by name."""
+    """The level files of a folder: every file not starting with '.', sorted by name; at most
+    ``MAX_LEVEL_FILES`` of them (LevelError above it, before any is read)."""
     where = Path(folder)
     if not where.is_dir():
         raise LevelError(f"{str(where)!r} is not a folder")
-    paths = sorted(p for p in where.iterdir() if p.is_file() and not p.name.startswith("."))
+    paths: List[Path] = []
+    for p in where.iterdir():
+        if p.is_file() and not p.name.startswith("."):
+            paths.append(p)
+            if len(paths) > MAX_LEVEL_FILES:
+                raise LevelError(f"{str(where)!r} holds more than {MAX_LEVEL_FILES} level files, "
+                                 "the most one folder may hold: split it into folders of at "
+                                 f"most {MAX_LEVEL_FILES}")  # fmt: skip
     if not paths:
         raise LevelError(f"{str(where)!r} holds no level files (.txt text levels or saved states)")
-    return paths
+    return sorted(paths)
 
 
 def load_levels(paths: Sequence[os.PathLike | str]) -> List[Level]:

@@ -11,18 +11,24 @@ then the argmax of the logits (SB3's greedy action) or a sample of their softmax
 
 from __future__ import annotations
 
+import math
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, BinaryIO, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
+
+from procgen_entities.tools.files import open_regular
 
 __all__ = [
     "ACTIVATIONS",
     "DICT_NORMALIZER_FILE",
     "DictNormalizer",
     "FlatGridPolicy",
+    "MAX_ARRAYS",
+    "MAX_VALUES",
     "MlpPolicy",
     "NORMALIZER_FILE",
     "Normalizer",
@@ -44,13 +50,76 @@ NORMALIZER_KEYS = (
 )  # fmt: skip
 
 
-def read_npz(path: Path, required: Tuple[str, ...] = ()) -> Dict[str, np.ndarray]:
-    """Every array of an ``.npz`` file, read without pickle (object arrays are refused); a
-    ValueError names the file if it is unreadable or lacks one of ``required``."""
+#: The most values ``read_npz`` reads from one file (2**24: 64 MiB of float32), and the most
+#: arrays: a checkpoint is data, and a few MB of compressed zeros would otherwise decompress to
+#: gigabytes. tools/checkpoint.py holds a policy's weights to what its policy.json declares.
+MAX_VALUES = 2**24
+MAX_ARRAYS = 4096
+#: The most bytes of one .npy header (numpy's own limit, 10,000, and the magic before it).
+_MAX_HEADER = 2**14
+
+
+def _npz_values(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
+    """The values of one ``.npz`` member, from its .npy header (decompressing only that): numbers
+    or booleans of at most 8 bytes, whose shape accounts for the member's uncompressed size (the
+    zip header's file_size) exactly."""
+    name = info.filename
+    with archive.open(info) as member:
+        try:
+            version = np.lib.format.read_magic(member)
+            if version not in ((1, 0), (2, 0)):
+                raise ValueError(f"unsupported .npy version {version}")
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else (
+                np.lib.format.read_array_header_2_0)  # fmt: skip
+            shape, _, dtype = read(member)
+        except ValueError as exc:
+            raise ValueError(f"{path}: member {name!r} is not a .npy array ({exc})") from None
+        header = member.tell()
+    if dtype.kind not in "biuf" or dtype.itemsize > 8:
+        raise ValueError(f"{path}: member {name!r} holds {dtype}, not numbers")
+    values = math.prod(int(n) for n in shape)
+    if header + values * dtype.itemsize != info.file_size:
+        raise ValueError(f"{path}: member {name!r} declares shape {tuple(shape)} of {dtype} "
+                         f"but holds {info.file_size - header} bytes")  # fmt: skip
+    return values
+
+
+def _check_npz(path: Path, file: BinaryIO, max_values: int) -> None:
+    """ValueError naming ``path`` unless every member is a .npy array of numbers and they hold
+    at most ``max_values`` values in all: the zip headers' sizes and the .npy headers' shapes,
+    read before any array is decompressed."""
+    with zipfile.ZipFile(file) as archive:
+        infos = archive.infolist()
+        if len(infos) > MAX_ARRAYS:
+            raise ValueError(f"{path} holds {len(infos)} arrays (at most {MAX_ARRAYS})")
+        total = 0
+        for info in infos:
+            if info.file_size > _MAX_HEADER + 8 * (max_values - total):
+                raise ValueError(f"{path}: member {info.filename!r} decompresses to "
+                                 f"{info.file_size:,} bytes, more than the {max_values:,} "
+                                 "values the file may hold")  # fmt: skip
+            total += _npz_values(path, archive, info)
+            if total > max_values:
+                raise ValueError(f"{path} holds more than the {max_values:,} values it may "
+                                 f"({total:,} up to member {info.filename!r})")  # fmt: skip
+
+
+def read_npz(
+    path: Path, required: Tuple[str, ...] = (), max_values: int = MAX_VALUES
+) -> Dict[str, np.ndarray]:
+    """Every array of an ``.npz`` file (a regular file), read without pickle: numbers only, at
+    most ``max_values`` values in all, the members' sizes checked before they are decompressed;
+    a ValueError names the file if it is unreadable, too big or lacks one of ``required``."""
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {name: data[name] for name in data.files}
-    except (OSError, ValueError, EOFError) as exc:
+        with open_regular(path) as file:  # a FIFO would block open() forever
+            _check_npz(path, file, max_values)
+            file.seek(0)
+            with np.load(file, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        message = str(exc)
+        if message.startswith(str(path)):
+            raise ValueError(message) from None
         raise ValueError(f"{path} is not a readable .npz file ({exc})") from None
     missing = [k for k in required if k not in arrays]
     if missing:
