@@ -34,7 +34,8 @@ def test_one_minute_soak_holds_memory_threads_and_descriptors() -> None:
     assert report["problems"] == [], proc.stderr[-3000:]
     assert proc.returncode == 0
     counts = report["counts"]
-    for op in ("threads", "fork", "set_states", "create_close", "mutating_parse"):
+    ops = ("threads", "fork", "set_states", "create_close", "mutating_parse", "reset_states")
+    for op in (*ops, "text_levels"):
         assert counts.get(op, 0) > 0, (op, counts)
     assert counts.get("set_states.refused", 0) > 0 and counts.get("set_states.accepted", 0) > 0
     assert report["end"]["fds"] <= report["after_warmup"]["fds"]

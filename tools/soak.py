@@ -1,11 +1,13 @@
 """A soak of the ways an application uses (and misuses) envs over a long run: one env shared by
 threads and envs made in threads, forks with envs open (children that exit, that get the clear
 error, that make their own env), set_states of fuzzed blobs (trailer vectors and the rest of the
-state: each refused, or accepted and stepped), envs of every game and engine made and closed, and
-parses of buffers another thread changes. Between operations it samples this process's resident
-memory, thread count and open file descriptors, and fails (exit status 1) when any of them grows
-after the warm-up, when a forked child hangs or crashes, or when an operation raises what it
-should not. A crash of this process is a failure too: run it as a child (tests/test_soak.py).
+state: each refused, or accepted and stepped), saved states through reset options on the headless
+and direct engines, text levels written, read back and played, envs of every game and engine made
+and closed, and parses of buffers another thread changes. Between operations it samples this
+process's resident memory, thread count and open file descriptors, and fails (exit status 1) when
+any of them grows after the warm-up, when a forked child hangs or crashes, or when an operation
+raises what it should not. A crash of this process is a failure too: run it as a child
+(tests/test_soak.py).
 
     python tools/soak.py --minutes 30
 """
@@ -19,11 +21,13 @@ import random
 import statistics
 import struct
 import sys
+import tempfile
 import threading
 import time
 import warnings
 from collections import Counter
 from contextlib import closing
+from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 import numpy as np
@@ -230,8 +234,47 @@ class Soak:
             stop.set()
             thread.join()
 
+    def reset_states(self) -> None:
+        """Saved states of one game through reset(options=...), some envs then reset by a
+        reset_mask, on the headless or the direct engine, then steps across episode ends."""
+        game = random.Random(int(self.rng.integers(2**31))).choice(list(self.states))
+        engine = ("headless", "direct")[int(self.rng.integers(2))]
+        states = self.states[game]
+        with closing(EntityVectorEnv(game, 4, seed=2, engine=engine, num_threads=2)) as env:
+            env.reset()
+            picks = [states[int(self.rng.integers(len(states)))] for _ in range(4)]
+            env.reset(options={"states": picks})
+            mask = self.rng.random(4) < 0.5
+            mask[0] = True
+            if engine == "headless":  # the direct engine refuses a mask (procgen resets all)
+                env.reset(options={"reset_mask": mask})  # these anew, the others keep the states
+            for _ in range(60):
+                env.step(self.rng.integers(0, 15, 4))
+            env.get_states()
+        self.counts[f"reset_states.{engine}"] += 1
+
+    def text_levels(self) -> None:
+        """A level file written from a live state, read back, validated and played."""
+        from procgen_entities.state import State
+        from procgen_entities.tools.levels import LevelBase, level_file_text, load_levels
+
+        blob = self.states["coinrun"][int(self.rng.integers(len(self.states["coinrun"])))]
+        with tempfile.TemporaryDirectory() as folder:
+            base = Path(folder) / "base.state"
+            base.write_bytes(blob)
+            text = level_file_text(State.from_bytes(blob), LevelBase(path=base.name))
+            (Path(folder) / "level.txt").write_text(text)
+            (level,) = load_levels([Path(folder) / "level.txt"])
+        assert level.blob is not None
+        with closing(EntityVectorEnv("coinrun", 2, seed=3, num_threads=1)) as env:
+            env.reset(options={"states": [level.blob, level.blob]})
+            for _ in range(40):
+                env.step(self.rng.integers(0, 15, 2))
+        self.counts["text_levels.played"] += 1
+
     def run_one(self) -> None:
-        ops = [self.threads, self.fork, self.set_states, self.create_close, self.mutating_parse]
+        ops = [self.threads, self.fork, self.set_states, self.create_close, self.mutating_parse,
+               self.reset_states, self.text_levels]  # fmt: skip
         op = ops[int(self.rng.integers(len(ops)))]
         try:
             op()
