@@ -2,6 +2,7 @@
 
     python -m procgen_entities.tools.results RUN_DIR [RUN_DIR ...] [--group]
     python -m procgen_entities.tools.results RUN_DIR [RUN_DIR ...] --time-to [RETURN]
+    python -m procgen_entities.tools.results --games [--agents docs/runs/agents]
 
 Each RUN_DIR holds ``metrics.jsonl`` (or ``.jsonl.gz``; written by tools/sb3_ppo.py) and
 ``evaluation.json`` (written by ``procgen_entities.evaluate --json``; without it, the
@@ -15,6 +16,11 @@ adds the sampled evaluation (the metric the anchors' training returns compare wi
 episodes, sampled actions: the anchors' own measure) first reached RETURN (default: the game's
 ``procgen_ppo`` anchor, the procgen authors' pixel PPO at 25M): the env step, and the wall-clock
 minutes of training to it (the update records' seconds, summed over resumed segments).
+``--games`` prints the benchmark's one table: per game of procgen's 16 the committed agent's
+record (``AGENTS/GAME``: metrics and ``evaluate --json`` files of ``checkpoints/GAME``), its
+sampled and greedy return on 1,000 new levels, steps and minutes of training, beside the
+procgen authors' PPO at 25M (``Game.anchors["procgen_ppo"]``), both normalised with the procgen
+paper's easy constants (``Game.return_range``), and the mean normalised scores.
 """
 
 from __future__ import annotations
@@ -29,10 +35,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from procgen_entities.games import get_game
+from procgen_entities.games import GAME_NAMES, get_game
 from procgen_entities.tools.plot import load_run, smooth
 
-__all__ = ["main", "run_summary", "time_to_return"]
+__all__ = ["game_rows", "games_table", "main", "run_summary", "time_to_return"]
 
 #: Episodes in the trailing mean ``--time-to`` reads (the anchors average 100 episodes per
 #: update over 10 updates at 64 envs; 2,000 of ours span a few updates).
@@ -125,6 +131,75 @@ def _time_to_rows(folders: List[Path], target: Optional[float]) -> List[str]:
     return rows
 
 
+#: Where each committed agent's record lives: AGENTS_DIR/GAME holds the metrics and the
+#: evaluations of checkpoints/GAME (evaluation-sampled.json: ``evaluate --sampled --json``).
+AGENTS_DIR = Path("docs/runs/agents")
+
+
+def _normalised(game: str, value: float) -> float:
+    r_min, r_max = get_game(game).return_range or (0.0, 1.0)
+    return (value - r_min) / (r_max - r_min)
+
+
+def game_rows(agents: Path = AGENTS_DIR) -> List[Dict[str, Any]]:
+    """One row per procgen game: its PPO anchor and, where ``agents/GAME`` holds a sampled
+    evaluation, the agent's figures (return and its 95% interval, greedy return, steps,
+    minutes of training, both normalised)."""
+    rows = []
+    for game in GAME_NAMES:
+        ppo = get_game(game).anchors["procgen_ppo"]
+        row: Dict[str, Any] = {"game": game, "ppo": ppo, "ppo_normalised": _normalised(game, ppo)}
+        folder = agents / game
+        if (folder / "evaluation-sampled.json").exists():
+            sampled = _checkpoint_row(folder / "evaluation-sampled.json")
+            steps, seconds = _wall_seconds(_metrics_path(folder))
+            row.update(
+                sampled=sampled["return"], sampled_ci95=sampled["return_ci95"],
+                episodes=sampled["episodes"], normalised=_normalised(game, sampled["return"]),
+                steps=int(steps[-1]) if len(steps) else None,
+                minutes=float(seconds[-1]) / 60 if len(seconds) else None,
+            )  # fmt: skip
+            if (folder / "evaluation.json").exists():
+                row["greedy"] = _checkpoint_row(folder / "evaluation.json")["return"]
+        rows.append(row)
+    return rows
+
+
+def _game_line(r: Dict[str, Any]) -> str:
+    ppo = f"{r['ppo']:.2f} | {r['ppo_normalised']:.2f}"
+    if "sampled" not in r:
+        return f"| {r['game']} | no agent yet | | | | {ppo} | |"
+    greedy = f"{r['greedy']:.2f}" if "greedy" in r else ""
+    minutes = f"{r['minutes']:.0f}" if r.get("minutes") is not None else ""
+    mark = "above" if r["sampled"] >= r["ppo"] else "below"
+    return (
+        f"| {r['game']} | {r['sampled']:.2f} ± {r['sampled_ci95']:.2f} | {greedy} | "
+        f"{r['steps']:,} | {minutes} | {ppo} | {r['normalised']:.2f} ({mark}) |"
+    )
+
+
+def games_table(agents: Path = AGENTS_DIR) -> List[str]:
+    """The 16-game table's Markdown lines (see ``--games``)."""
+    rows = game_rows(agents)
+    lines = [
+        "| game | ours, sampled (95% interval) | greedy | env steps | minutes | "
+        "PPO 25M | PPO normalised | ours normalised |",
+        "|---|---|---|---|---|---|---|---|",
+        *(_game_line(r) for r in rows),
+    ]
+    have = [r for r in rows if "sampled" in r]
+    ppo_all = float(np.mean([r["ppo_normalised"] for r in rows]))
+    if have:
+        ours = float(np.mean([r["normalised"] for r in have]))
+        ppo_same = float(np.mean([r["ppo_normalised"] for r in have]))
+        above = sum(r["sampled"] >= r["ppo"] for r in have)
+        lines.append("")
+        lines.append(f"Mean normalised score over the {len(have)} games with an agent: ours "
+                     f"{ours:.3f}, PPO {ppo_same:.3f} ({above} of {len(have)} at or above "
+                     f"PPO). PPO over all {len(rows)}: {ppo_all:.3f}.")  # fmt: skip
+    return lines
+
+
 def _checkpoint_row(path: Path) -> Dict[str, Any]:
     """The checkpoint's entry of an ``evaluate --json`` table (the others are baselines)."""
     evaluation = json.loads(path.read_text())
@@ -178,12 +253,23 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m procgen_entities.tools.results", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("runs", nargs="*", type=Path)
+    parser.add_argument("--games", action="store_true",
+                        help="the 16-game table of the committed agents' records")
+    parser.add_argument("--agents", type=Path, default=AGENTS_DIR,
+                        help="where --games reads each game's record (AGENTS/GAME)")  # fmt: skip
     parser.add_argument("--group", action="store_true", help="average over -s<seed> runs")
     parser.add_argument("--time-to", nargs="?", type=float, const=-1.0, default=None,
                         metavar="RETURN", help="when the training return first reached RETURN "
                         "(default: the game's procgen_ppo anchor)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.games:
+        if args.runs or args.group or args.time_to is not None:
+            parser.error("--games takes no RUN_DIR, --group or --time-to")
+        print("\n".join(games_table(args.agents)))
+        return 0
+    if not args.runs:
+        parser.error("give RUN_DIR(s), or --games")
     if args.time_to is not None:
         target = None if args.time_to == -1.0 else args.time_to
         try:
