@@ -3,7 +3,9 @@
 ``EntityVectorEnv`` (a native ``gymnasium.vector.VectorEnv``) and ``EntityEnv`` (a
 ``gymnasium.Env``); importing this module registers ``procgen_entities/<game>-v0`` for all 16
 games, with a ``vector_entry_point``, so ``gymnasium.make`` and ``gymnasium.make_vec`` give the
-native classes. Needs gymnasium, not entity-gym.
+native classes. ``PrioritizedLevels`` wraps an EntityVectorEnv so that its episodes start on
+the levels a ``level_sampling.LevelSampler`` draws (prioritized.py). Needs gymnasium, not
+entity-gym.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ import gymnasium
 
 from procgen_entities.games import GAME_NAMES
 from procgen_entities.gymnasium.env import EntityEnv
+from procgen_entities.gymnasium.prioritized import PrioritizedLevels
 from procgen_entities.gymnasium.vector import EntityVectorEnv
 
-__all__ = ["EntityEnv", "EntityVectorEnv", "env_id", "register_envs"]
+__all__ = ["EntityEnv", "EntityVectorEnv", "PrioritizedLevels", "env_id", "register_envs"]
 
 
 def env_id(game: str) -> str:

@@ -75,10 +75,14 @@ Obs = Any  # a flat float32 batch, or a dict of batches (the dict form)
 
 
 class LeanHooks(Protocol):
-    """What a run's bookkeeping (tools/sb3_ppo.py's metrics) hears from ``LeanPPO.learn``."""
+    """What a run's bookkeeping (tools/sb3_ppo.py's metrics) hears from ``LeanPPO.learn``:
+    ``advantages`` gets each rollout's GAE advantages and episode starts ([steps, envs]) and its
+    last step's dones, after GAE and before ``rollout_end`` (a level sampler scores the
+    episodes from them: tools/plr.py)."""
 
     def rollout_start(self) -> None: ...
     def step(self, infos: Any, num_timesteps: int) -> None: ...
+    def advantages(self, advantages: np.ndarray, starts: np.ndarray, dones: np.ndarray) -> None: ...
     def rollout_end(self, model: "LeanPPO") -> None: ...
 
 
@@ -323,6 +327,8 @@ class LeanPPO:
             if hooks is not None:
                 hooks.step(infos, self.num_timesteps)
         buffer.compute_gae(self._values(self._obs), dones, self.gamma, self.gae_lambda)
+        if hooks is not None:
+            hooks.advantages(buffer.advantages, buffer.starts, dones)
         return dones
 
     # ---- the update ----

@@ -5,7 +5,8 @@ checkpoints, resume, evaluate.
         [--mode easy|hard] [--num-levels 200] [--resume DIR] [--checkpoint-every N]
         [--ent-coef A[:B]] [--no-window] [--stale-support] [--no-normalize] [--eval-episodes N]
         [--tilemap MODE] [--cap TYPE=N ...] [--policy mlp|attention] [--grid] [--trust-pickle]
-        [--smoke]
+        [--level-sampler uniform|plr [--plr-beta B] [--plr-rho R] [--plr-score positive|l1]
+        [--plr-replay-prob P]] [--smoke]
 
 Trains SB3's PPO (MlpPolicy) on ``EntityVectorEnv(GAME, flatten=True, autoreset_mode=SameStep)``
 with the game's training tilemap and caps (``Game.training_caps``), writes ``DIR/metrics.jsonl``
@@ -20,8 +21,10 @@ pickled format is refused unless ``--trust-pickle`` (which converts it first). `
 A:B``: the entropy bonus goes linearly from A to B over the run. ``--policy attention``: SB3's
 ``MultiInputPolicy`` on the dict form with the entity encoder (gymnasium/policy.py: attention
 over the masked slots, inputs through symlog, so only rewards are normalised); ``--grid`` adds
-the camera square's class image, read by a small CNN (with the MLP: FlatGridExtractor). Needs
-the train extra.
+the camera square's class image, read by a small CNN (with the MLP: FlatGridExtractor).
+``--level-sampler plr`` (with ``--num-levels N``): the next episode of an env starts on a level
+Prioritized Level Replay draws, by the scores of the levels' last episodes (tools/plr.py); the
+default ``uniform`` is procgen's own uniform draw. Needs the train extra.
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, NoReturn, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, NoReturn, Optional, Tuple
 
+from procgen_entities.errors import UsageError
 from procgen_entities.games import Game, Recipe, get_game
+from procgen_entities.level_sampling import SCORES
 from procgen_entities.tools.checkpoint import (
     OPTIMIZER,
     Checkpoint,
@@ -46,6 +51,9 @@ from procgen_entities.tools.checkpoint import (
     read_spec,
     save_sb3,
 )
+
+if TYPE_CHECKING:
+    from procgen_entities.tools.plr import LevelReplay
 
 __all__ = ["main"]
 
@@ -73,11 +81,23 @@ class _Metrics:
         self.saved = 0
         self.train_threads = 1
         self.resumed_at = int(meta.get("resumed_at", 0))
+        self.levels: Optional["LevelReplay"] = None  # --level-sampler plr
 
     def rollout_start(self) -> None:
-        """Nothing to record (SB3's callback sets its torch threads here: sb3_callback)."""
+        """The level sampler's record of the rollout's start (SB3's callback sets its torch
+        threads here: sb3_callback)."""
+        if self.levels is not None:
+            self.levels.rollout_start()
+
+    def advantages(self, advantages: Any, starts: Any, dones: Any) -> None:
+        """After GAE ([steps, envs] advantages and episode starts, the last step's dones):
+        the level sampler scores the finished episodes."""
+        if self.levels is not None:
+            self.levels.advantages(advantages, starts, dones)
 
     def step(self, infos: Any, num_timesteps: int) -> None:
+        if self.levels is not None:
+            self.levels.step()
         for info in infos:
             if "episode" in info:
                 self.write(kind="episode", step=num_timesteps,
@@ -93,6 +113,8 @@ class _Metrics:
         sps = (model.num_timesteps - self.resumed_at) / max(seconds, 1e-9)
         self.write(kind="update", step=model.num_timesteps, seconds=round(seconds, 2),
                    steps_per_second=round(sps, 1), ent_coef=round(coef, 5))  # fmt: skip
+        if self.levels is not None:
+            self.write(kind="levels", step=model.num_timesteps, **self.levels.record())
         if self.every and model.num_timesteps // self.every > self.saved:
             self.saved = model.num_timesteps // self.every
             self.save(model, f"checkpoint-{model.num_timesteps}")
@@ -118,6 +140,8 @@ class _Metrics:
                 # the gradient steps that follow have the machine to themselves (the pool's
                 # workers sleep between rollouts); LeanPPO sets its own threads
                 torch.set_num_threads(outer.train_threads)
+                buffer = self.model.rollout_buffer  # type: ignore[attr-defined]  # after GAE
+                outer.advantages(buffer.advantages, buffer.episode_starts, self.locals["dones"])
                 outer.rollout_end(self.model)
 
         return Callback()
@@ -190,6 +214,7 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         help="torch threads for the gradient steps (default: the usable CPUs)",
     )
     _learner_args(parser)
+    _level_args(parser)
     parser.add_argument("--smoke", action="store_true", help="2 tiny updates, 16 eval episodes")
     return parser.parse_args(argv)
 
@@ -214,6 +239,45 @@ def _learner_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default="auto",
                         help="the lean learner's arithmetic (lean_ppo.PRECISIONS; auto: bfloat16 "
                              "where the CPU multiplies it natively)")  # fmt: skip
+
+
+def _level_args(parser: argparse.ArgumentParser) -> None:
+    """The level sampler's options (--num-levels N > 0 only)."""
+    parser.add_argument("--level-sampler", choices=("uniform", "plr"), default=None,
+                        help="uniform: procgen's own draw of the next level (the default); plr: "
+                             "Prioritized Level Replay over the --num-levels training levels "
+                             "(a resumed run keeps its own)")  # fmt: skip
+    parser.add_argument("--plr-beta", type=float, default=None,
+                        help="plr: the rank prioritisation's temperature (0.1)")  # fmt: skip
+    parser.add_argument("--plr-rho", type=float, default=None,
+                        help="plr: the staleness share (0.1)")  # fmt: skip
+    parser.add_argument("--plr-score", choices=SCORES, default=None,
+                        help="plr: a level's score, the mean over its last episode of the "
+                             "positive GAE advantages (positive) or of |A| (l1)")  # fmt: skip
+    parser.add_argument("--plr-replay-prob", type=float, default=None,
+                        help="plr: the chance of replaying a seen level (default: the fraction "
+                             "of the levels seen)")  # fmt: skip
+
+
+def _level_settings(args: argparse.Namespace, checkpoint: Checkpoint) -> Optional[Dict[str, Any]]:
+    """The run's level sampler: None (uniform, procgen's own draw), or the PLR settings env.json
+    records: a resumed run's recorded ones, else the flags'."""
+    recorded = checkpoint.trainer.get("level_sampler")
+    given = {"beta": args.plr_beta, "rho": args.plr_rho, "score": args.plr_score,
+             "replay_prob": args.plr_replay_prob}  # fmt: skip
+    given = {k: v for k, v in given.items() if v is not None}
+    if recorded is None and (args.level_sampler or "uniform") == "uniform":
+        if given:
+            _fail(f"--plr-{next(iter(given)).replace('_', '-')} needs --level-sampler plr")
+        return None
+    if checkpoint.env.num_levels <= 0:
+        _fail("--level-sampler plr needs --num-levels N > 0 (a finite set of training levels)")
+    from procgen_entities.tools.plr import DEFAULTS, check_settings
+
+    try:
+        return check_settings(dict(recorded) if recorded else {**DEFAULTS, **given})
+    except UsageError as exc:
+        _fail(f"--level-sampler plr: {exc}")
 
 
 def _recipe(args: argparse.Namespace) -> Recipe:
@@ -480,9 +544,10 @@ def _record_trainer(
     schedule: Tuple[float, ...],
     net: Any,
     flat_grid: bool,
+    levels: Optional[Dict[str, Any]] = None,
 ) -> None:
     """The trainer settings the checkpoint records (env.json), and the attention encoder's
-    reward-only normalisation."""
+    reward-only normalisation; ``levels``: the PLR sampler's settings (none for uniform)."""
     attention = args.policy == "attention"
     name = ("MultiInputPolicy + EntityExtractor" if attention
             else "MultiInputPolicy + FlatGridExtractor" if flat_grid else "MlpPolicy")  # fmt: skip
@@ -498,6 +563,8 @@ def _record_trainer(
         checkpoint.trainer["grid_cnn"] = args.grid_cnn
     if args.anneal_lr:
         checkpoint.trainer["anneal_lr_to"] = args.anneal_lr
+    if levels is not None:
+        checkpoint.trainer["level_sampler"] = levels
     if attention:
         checkpoint.trainer.update(d_model=args.d_model, layers=args.layers)
         checkpoint.normalize = True  # rewards only (the encoder reads symlog inputs)
@@ -510,6 +577,42 @@ def _run_meta(args: argparse.Namespace, checkpoint: Any, done: int) -> Dict[str,
     return {"game": args.game, "env": "sb3", "seed": args.seed, "tilemap": checkpoint.env.tilemap,
             "r_min": r_min, "r_max": r_max, "resumed_at": done, **checkpoint.trainer,
             "env_config": checkpoint.env.env_kwargs()}  # fmt: skip
+
+
+def _run_env(
+    args: argparse.Namespace,
+    checkpoint: Checkpoint,
+    done: int,
+    levels: Optional[Dict[str, Any]],
+    gamma: float,
+    attention: bool,
+    flat_grid: bool,
+) -> Tuple[Any, Optional["LevelReplay"]]:
+    """The run's SB3 VecEnv (normalised where the checkpoint is) and, with ``levels``, the PLR
+    sampler around its EntityVectorEnv (a resumed run's state continued)."""
+    from procgen_entities.gymnasium.sb3 import SB3VecEnv
+
+    flatten = not (attention or flat_grid)
+    venv = make_env(checkpoint.env, args.envs, args.seed + done, flatten=flatten)
+    replay = None
+    if levels is not None:
+        from procgen_entities.tools.plr import SAMPLER_FILE, LevelReplay, read_state
+
+        try:
+            state = read_state(args.resume) if args.resume else None
+            if args.resume and state is None:
+                print(f"note: {args.resume} has no {SAMPLER_FILE}: the level scores start afresh",
+                      file=sys.stderr)  # fmt: skip
+            replay = LevelReplay(venv, levels, args.seed + done, state)
+        except UsageError as exc:
+            venv.close()
+            _fail(str(exc))
+    stepped: Any = replay.env if replay is not None else venv
+    env: Any = SB3VecEnv(stepped)
+    if checkpoint.normalize:
+        env = _normalized(env, args.resume, gamma, attention, flat_grid,
+                          lean=args.trainer == "lean")  # fmt: skip
+    return env, replay
 
 
 def _learn(model: Any, args: argparse.Namespace, total: int, metrics: _Metrics) -> None:
@@ -529,11 +632,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     resume = _resume(args.resume, args.trust_pickle) if args.resume else None
     import torch
 
-    from procgen_entities.gymnasium.sb3 import SB3VecEnv
     from procgen_entities.tools.numpy_policy import DictNormalizer, Normalizer
 
     torch.set_num_threads(1)  # while the env's pool steps (see _Metrics for the updates)
     checkpoint, hyper, spec, done = _start(args, resume)
+    levels = _level_settings(args, checkpoint)
     config = checkpoint.env
     schedule = _entropy_schedule(args, checkpoint)
     out = args.out or Path("runs") / f"sb3-{args.game}-{args.seed}"
@@ -547,12 +650,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     attention = args.policy == "attention"
     flat_grid = not attention and config.grid  # the MLP recipe plus a CNN over the image
     dict_form = attention or flat_grid
-    _record_trainer(checkpoint, args, hyper, schedule, policy_kwargs["net_arch"], flat_grid)
+    _record_trainer(checkpoint, args, hyper, schedule, policy_kwargs["net_arch"], flat_grid,
+                    levels)  # fmt: skip
     meta = _run_meta(args, checkpoint, done)
-    env: Any = SB3VecEnv(make_env(config, args.envs, args.seed + done, flatten=not dict_form))
-    if checkpoint.normalize:
-        env = _normalized(env, args.resume, hyper["gamma"], attention, flat_grid,
-                          lean=args.trainer == "lean")  # fmt: skip
+    env, replay = _run_env(args, checkpoint, done, levels, hyper["gamma"], attention, flat_grid)
 
     def save(model: Any, name: str) -> None:
         folder = out / name
@@ -563,6 +664,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             kind = DictNormalizer if dict_form else Normalizer
             stats = kind.from_vec_normalize(env)
         save_sb3(folder, model.policy, stats, optimizer=True)
+        if replay is not None:
+            replay.save(folder)
 
     total = args.steps - done
     if total <= 0:
@@ -570,6 +673,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     metrics = _Metrics(out, meta, schedule, args.steps, args.checkpoint_every, save)
     metrics.saved = done // args.checkpoint_every if args.checkpoint_every else 0
     metrics.train_threads = args.train_threads or len(os.sched_getaffinity(0))
+    metrics.levels = replay
     start, end = schedule
     coef = start + (end - start) * min(1.0, done / max(args.steps, 1))
     model = _new_model(args, kind, env, coef, policy_kwargs, hyper, metrics.train_threads)
