@@ -255,7 +255,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     )
     parser.add_argument("runs", nargs="*", type=Path)
     parser.add_argument("--games", action="store_true",
-                        help="the 16-game table of the committed agents' records")
+                        help="the 16-game table of the committed agents' records")  # fmt: skip
     parser.add_argument("--agents", type=Path, default=AGENTS_DIR,
                         help="where --games reads each game's record (AGENTS/GAME)")  # fmt: skip
     parser.add_argument("--group", action="store_true", help="average over -s<seed> runs")
