@@ -1,11 +1,13 @@
-"""The package's layers and error mapping: the core imports without the RL stack, ProcgenEnv
-holds to entity-gym's own validator, and C statuses become the documented exceptions."""
+"""The package's layers and error mapping: the core imports without the RL stack or the viewer,
+ProcgenEnv holds to entity-gym's own validator, and C statuses become the documented
+exceptions."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -107,3 +109,55 @@ def test_fill_after_a_failed_collect_reads_nothing() -> None:
     assert not counts.any()
     collector.close()
     env.close()
+
+
+# ----------------------------------------------------------------------------------------------
+# The core does not need the viewer: the glyph tables are glyphs.py's, which needs no rich.
+
+SAVED_STATE = Path(__file__).resolve().parent / "data" / "dump" / "coinrun.state.gz"
+
+
+def test_core_and_text_levels_import_without_rich() -> None:
+    """``import procgen_entities`` and the text levels work with rich made unimportable (a
+    meta-path finder refuses it, as a venv without it would), and leave no rich module loaded;
+    the viewer, which does need rich, is refused by the same finder."""
+    code = textwrap.dedent(
+        f"""
+        import gzip, sys
+
+        class NoRich:
+            def find_spec(self, name, path=None, target=None):
+                if name == "rich" or name.startswith("rich."):
+                    raise ImportError(f"{{name}} is blocked")
+                return None
+
+        sys.meta_path.insert(0, NoRich())
+        import procgen_entities as pe
+        import procgen_entities.level_text
+        from procgen_entities.glyphs import ENTITY_GLYPHS, TILE_GLYPHS
+        state = pe.State.from_bytes(gzip.open({str(SAVED_STATE)!r}).read())
+        text = pe.level_to_text(state)
+        assert pe.level_to_text(pe.level_from_text(text, base=state)) == text
+        assert TILE_GLYPHS["coinrun"] and ENTITY_GLYPHS["coinrun"]
+        loaded = sorted(m for m in sys.modules if m == "rich" or m.startswith("rich."))
+        assert not loaded, loaded
+        try:
+            import procgen_entities.tools.render
+        except ImportError:
+            print("the viewer needs rich: ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "the viewer needs rich: ok" in out.stdout
+
+
+def test_the_viewer_keeps_exporting_the_glyph_tables() -> None:
+    """tools/render.py's names for the tables (a public contract) are glyphs.py's objects."""
+    from procgen_entities import glyphs
+    from procgen_entities.tools import render
+
+    for name in ("ENTITY_GLYPHS", "FILL_TYPES", "GAME_LOOKS", "Glyph", "LOOKS", "Look",
+                 "TILE_GLYPHS", "TILE_REFINEMENTS", "look"):  # fmt: skip
+        assert getattr(render, name) is getattr(glyphs, name), name
+        assert name in render.__all__, name
