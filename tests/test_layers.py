@@ -1,13 +1,16 @@
 """The package's layers and error mapping: the core imports without the RL stack or the viewer,
-ProcgenEnv holds to entity-gym's own validator, and C statuses become the documented
-exceptions."""
+no module imports itself through others, ProcgenEnv holds to entity-gym's own validator, and C
+statuses become the documented exceptions."""
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Set
 
 import numpy as np
 import pytest
@@ -161,3 +164,140 @@ def test_the_viewer_keeps_exporting_the_glyph_tables() -> None:
                  "TILE_GLYPHS", "TILE_REFINEMENTS", "look"):  # fmt: skip
         assert getattr(render, name) is getattr(glyphs, name), name
         assert name in render.__all__, name
+
+
+# ----------------------------------------------------------------------------------------------
+# No import circles: the package's import graph, read from its syntax trees.
+
+PACKAGE = Path(__file__).resolve().parents[1] / "procgen_entities"
+#: A Python-level import statement of a Cython source (``cimport`` lines are C, not imports).
+_PYX_IMPORT = re.compile(
+    r"^[ \t]*(from[ \t]+[\w.]+[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)|import[ \t][^\n]*)", re.M
+)
+
+
+def package_modules(package: Path) -> Dict[str, Path]:
+    """Dotted name -> source of every module of ``package``: its .py files and the extensions'
+    .pyx sources (which import Python modules too)."""
+    modules = {}
+    for path in sorted(package.rglob("*.py")) + sorted(package.rglob("*.pyx")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _import_statements(path: Path) -> Iterator[ast.stmt]:
+    """Every import of a module, at module level or inside functions (under TYPE_CHECKING
+    too: a circle there is one as soon as the annotations are evaluated)."""
+    if path.suffix == ".pyx":
+        trees = [ast.parse(m[1].strip()) for m in _PYX_IMPORT.finditer(path.read_text())]
+    else:
+        trees = [ast.parse(path.read_text(), filename=str(path))]
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                yield node
+
+
+def _from_base(name: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The module ``from M import ...`` names, relative imports resolved against ``name``."""
+    if not node.level:
+        return node.module or ""
+    parts = name.split(".")
+    kept = parts[: len(parts) - node.level + int(is_package)]  # a package is its own level 1
+    return ".".join(kept + ([node.module] if node.module else []))
+
+
+def _imported(name: str, is_package: bool, node: ast.stmt, modules: Set[str]) -> Iterator[str]:
+    """The package modules one import statement of module ``name`` imports: the module named,
+    or for ``from M import x`` the submodule M.x where there is one, else M itself (which
+    defines or re-exports x). A parent package that Python runs first is no edge of its own:
+    a package's __init__ importing its submodules is not a circle."""
+    if isinstance(node, ast.ImportFrom):
+        base = _from_base(name, is_package, node)
+        targets = [f"{base}.{a.name}" for a in node.names]
+        targets = [t if t in modules else base for t in targets]
+    else:
+        assert isinstance(node, ast.Import)
+        targets = [alias.name for alias in node.names]
+    for target in targets:
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if target and target != name:
+            yield target
+
+
+def import_graph(package: Path) -> Dict[str, Dict[str, int]]:
+    """module -> {module it imports: the line of the first such import}."""
+    modules = package_modules(package)
+    graph: Dict[str, Dict[str, int]] = {}
+    for name, path in modules.items():
+        edges = graph.setdefault(name, {})
+        for node in _import_statements(path):
+            for target in _imported(name, path.stem == "__init__", node, set(modules)):
+                edges.setdefault(target, node.lineno)
+    return graph
+
+
+def find_cycle(graph: Mapping[str, Iterable[str]]) -> Optional[List[str]]:
+    """One circle of ``graph`` as [a, b, ..., a], or None (an iterative depth-first search)."""
+    done: Set[str] = set()
+    for root in sorted(graph):
+        if root in done:
+            continue
+        path = [root]
+        stack = [iter(sorted(graph.get(root, ())))]
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                done.add(path.pop())
+                stack.pop()
+            elif nxt in path:
+                return path[path.index(nxt) :] + [nxt]
+            elif nxt not in done:
+                path.append(nxt)
+                stack.append(iter(sorted(graph.get(nxt, ()))))
+    return None
+
+
+def test_the_cycle_finder_finds_circles() -> None:
+    assert find_cycle({"a": ["b"], "b": ["c"], "c": []}) is None
+    assert find_cycle({"a": ["b"], "b": ["c"], "c": ["b"]}) == ["b", "c", "b"]
+    assert find_cycle({"a": ["a"]}) == ["a", "a"]
+
+
+def test_the_graph_reads_relative_imports_in_functions(tmp_path: Path) -> None:
+    """A circle made by a relative import inside a function is found; a package's __init__
+    importing its submodules is none, unless one of them imports what the __init__ defines."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from pkg import a\nVERSION = 1\n")
+    (pkg / "a.py").write_text("import pkg.sub.b\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from ..a import thing\n")
+    graph = import_graph(pkg)
+    assert graph["pkg.sub.b"] == {"pkg.a": 2}
+    assert find_cycle(graph) == ["pkg.a", "pkg.sub.b", "pkg.a"]
+    (pkg / "sub" / "b.py").write_text("import numpy\n")  # pkg runs pkg.a, pkg.sub: no circle
+    assert find_cycle(import_graph(pkg)) is None
+    (pkg / "sub" / "b.py").write_text("from .. import VERSION\n")  # the __init__'s own name
+    assert find_cycle(import_graph(pkg)) == ["pkg", "pkg.a", "pkg.sub.b", "pkg"]
+
+
+def test_the_graph_reads_the_packages_imports() -> None:
+    """Module-level and in functions, and the Cython extensions' too."""
+    graph = import_graph(PACKAGE)
+    assert "procgen_entities.errors" in graph["procgen_entities._native._status"]  # a .pyx
+    assert "procgen_entities.tools.levels" in graph["procgen_entities.tools.dump"]
+    assert "procgen_entities.tools.checkpoint" in graph["procgen_entities.tools.dump"]  # in a def
+    assert "procgen_entities.glyphs" in graph["procgen_entities.level_text"]
+
+
+def test_the_package_has_no_import_circle() -> None:
+    graph = import_graph(PACKAGE)
+    cycle = find_cycle(graph)
+    if cycle is not None:
+        steps = [f"{a} (line {graph[a][b]})" for a, b in zip(cycle, cycle[1:])]
+        pytest.fail("import circle: " + " -> ".join([*steps, cycle[-1]]))
