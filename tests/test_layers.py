@@ -1,6 +1,6 @@
 """The package's layers and error mapping: the core imports without the RL stack or the viewer,
-no module imports itself through others, ProcgenEnv holds to entity-gym's own validator, and C
-statuses become the documented exceptions."""
+no module imports itself through others, ProcgenEnv holds to entity-gym's own validator, C
+statuses become the documented exceptions and misuse is a UsageError."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Set
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
 
 import numpy as np
 import pytest
@@ -301,3 +301,63 @@ def test_the_package_has_no_import_circle() -> None:
     if cycle is not None:
         steps = [f"{a} (line {graph[a][b]})" for a, b in zip(cycle, cycle[1:])]
         pytest.fail("import circle: " + " -> ".join([*steps, cycle[-1]]))
+
+
+# ----------------------------------------------------------------------------------------------
+# Misuse is UsageError: no bare ValueError is raised for a wrong call.
+
+#: The ``raise ValueError`` the package keeps, by file and function, and why each is not misuse.
+KEPT_VALUE_ERRORS: Dict[Tuple[str, str], str] = {
+    **{("tools/numpy_policy.py", f): "a malformed checkpoint file (its .npz arrays or their "
+       "weights), not a wrong call: the data's fault, like a StateDecodeError; checkpoint.py "
+       "reports it as a CheckpointError" for f in (
+        "_npz_values", "_check_npz", "read_npz", "Normalizer.load", "MlpPolicy.__init__",
+        "FlatGridPolicy.__init__", "FlatGridPolicy._layer", "DictNormalizer.load")},
+    ("tools/plot.py", "load_run"): "a file that is not a training run's metrics: bad data",
+    # The observation builder's files, changed on another branch while this one was: only import
+    # lines of them are edited here. Misuse, to become UsageError once that branch is merged.
+    ("entity_gym/vec_env.py", "ProcgenVecEnv._add_tile_entities"): "misuse; wt-obs owns the file",
+    ("entity_gym/vec_env.py", "ProcgenVecEnv._observe"): "misuse; wt-obs owns the file",
+    ("gymnasium/vector.py", "EntityVectorEnv._reset_mask"): "misuse; wt-obs owns the file",
+    ("stepper.py", "ProcgenStepper.__init__"): "misuse; wt-obs owns the file",
+    ("stepper.py", "ProcgenStepper.reset_envs"): "misuse; wt-obs owns the file",
+}  # fmt: skip
+
+
+def _qualified_raises(tree: ast.Module, exception: str) -> Iterator[Tuple[str, int]]:
+    """(qualified name of the enclosing function or class, line) of each ``raise exception``
+    or ``raise exception(...)``."""
+
+    def visit(node: ast.AST, scope: Tuple[str, ...]) -> Iterator[Tuple[str, int]]:
+        for child in ast.iter_child_nodes(node):
+            inner = scope
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                inner = (*scope, child.name)
+            if isinstance(child, ast.Raise) and child.exc is not None:
+                raised = child.exc.func if isinstance(child.exc, ast.Call) else child.exc
+                if isinstance(raised, ast.Name) and raised.id == exception:
+                    yield ".".join(scope) or "<module>", child.lineno
+            yield from visit(child, inner)
+
+    return visit(tree, ())
+
+
+def test_misuse_raises_usage_error_not_value_error() -> None:
+    """Every ``raise ValueError`` left in the package is in KEPT_VALUE_ERRORS, with its reason,
+    and every entry there still names one (UsageError is a ValueError: callers that catch
+    ValueError catch it still)."""
+    assert issubclass(UsageError, ValueError)
+    found: Dict[Tuple[str, str], List[int]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for scope, line in _qualified_raises(tree, "ValueError"):
+            found.setdefault((path.relative_to(PACKAGE).as_posix(), scope), []).append(line)
+    for path in sorted(PACKAGE.rglob("*.pyx")):  # Cython: no syntax tree, but the same words
+        assert not re.search(r"\braise\s+ValueError\b", path.read_text()), path
+    bare = [f"{file}:{lines} in {scope}" for (file, scope), lines in found.items()
+            if (file, scope) not in KEPT_VALUE_ERRORS]  # fmt: skip
+    assert not bare, (
+        "raise UsageError for misuse (or list the case with its reason):\n" + "\n".join(bare)
+    )
+    stale = sorted(set(KEPT_VALUE_ERRORS) - set(found))
+    assert not stale, f"KEPT_VALUE_ERRORS entries that raise no ValueError now: {stale}"

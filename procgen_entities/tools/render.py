@@ -25,6 +25,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from procgen_entities.errors import UsageError
 from procgen_entities.games import DISTRIBUTION_MODE_IDS, ENTITY_FIELDS, GAMES, Game
 
 # The glyph tables are the core's (glyphs.py); these names stay importable from here.
@@ -230,7 +231,7 @@ def choose_view(batch: StateBatch, i: int = 0, mode: str | None = None) -> View:
     if mode == "full":
         return View(0, 0, w, h, "full")
     if mode != "window":
-        raise ValueError(f"view mode must be 'window' or 'full', not {mode!r}")
+        raise UsageError(f"view mode must be 'window' or 'full', not {mode!r}")
     camera = (float(batch.scalars[k][i]) for k in ("center_x", "center_y", "view_dim"))
     try:
         crop = Window.from_camera(*camera)
@@ -398,7 +399,7 @@ def _all_fields(batch: StateBatch, i: int) -> np.ndarray:
         f for f in ("x", "y", "rx", "ry", "type", "use_abs_coords") if f not in batch.entity_fields
     ]
     if missing:
-        raise ValueError(f"render needs entity fields {missing}; parse with all entity fields")
+        raise UsageError(f"render needs entity fields {missing}; parse with all entity fields")
     out = np.zeros((len(ents), len(ENTITY_FIELDS)), dtype=np.float32)
     for j, name in enumerate(batch.entity_fields):
         out[:, _F[name]] = ents[:, j]
