@@ -24,6 +24,8 @@ from typing import Any, Dict, List, Sequence, Tuple
 import numpy as np
 import numpy.typing as npt
 
+from procgen_entities.errors import UsageError
+
 __all__ = [
     "BACKENDS",
     "BACKEND_VARIABLE",
@@ -225,7 +227,7 @@ class _GymEnvs(ProcgenEnvs):
 
     def set_state(self, states: Sequence[bytes]) -> None:
         if len(states) != self.num:
-            raise ValueError(f"expected {self.num} states, got {len(states)}")
+            raise UsageError(f"expected {self.num} states, got {len(states)}")
         self.wait()
         put = self._clib._lib.set_state
         handle = ctypes.c_void_p(self._clib._handle)
@@ -256,7 +258,7 @@ def backend_name() -> str:
     forced = os.environ.get(BACKEND_VARIABLE, "").strip()
     if forced:
         if forced not in BACKENDS:
-            raise ValueError(
+            raise UsageError(
                 f"{BACKEND_VARIABLE}={forced!r}: expected one of {', '.join(BACKENDS)}"
             )
         if not _installed(forced):

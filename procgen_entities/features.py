@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from procgen_entities._native import _collector
+from procgen_entities.errors import UsageError
 from procgen_entities.games import (
     ACTION_LABELS,
     ENTITY_FIELDS,
@@ -66,7 +67,7 @@ def _derived_entity_features() -> Dict[str, DerivedFeature]:
     for game in GAMES.values():
         for name, spec in game.derived_features.items():
             if out.setdefault(name, spec) != spec:
-                raise ValueError(f"derived feature {name!r} is declared twice differently")
+                raise UsageError(f"derived feature {name!r} is declared twice differently")
     return out
 
 
@@ -163,7 +164,7 @@ def on_ground(game: Game, v: StepValues) -> npt.NDArray[Any]:
     ``has_support`` is this value one step late."""
     support = game.support
     if support is None or v.footing is None:
-        raise ValueError(f"{game.name}: on_ground needs a declared support and the footing")
+        raise UsageError(f"{game.name}: on_ground needs a declared support and the footing")
     cells, vy = v.footing[:, :2], v.footing[:, 2]
     edge = v.scalars["out_of_bounds_object"][:, None]
     cells = np.where(cells == _collector.CELL_OUTSIDE, edge, cells)
@@ -283,7 +284,7 @@ def feature_space(
         return FeatureSpace(global_features=global_feature_names(info), entities=entities)
     unknown = [g for g in global_features if g not in available_globals(info)]
     if unknown:
-        raise ValueError(f"{info.name}: unknown global features {unknown}")
+        raise UsageError(f"{info.name}: unknown global features {unknown}")
     return FeatureSpace(global_features=list(global_features), entities=entities)
 
 
@@ -330,7 +331,7 @@ class EntityPlan:
         feature_start, codes, condition = [0], [], []
         for name, entity in requested.entities.items():
             if name not in full_space.entities:
-                raise ValueError(f"{game.name}: no entity type {name!r} in the observation space")
+                raise UsageError(f"{game.name}: no entity type {name!r} in the observation space")
             if name not in type_ids:
                 continue  # not an entity of the raw state (e.g. a tilemap type)
             available = full_space.entities.get(name)
@@ -338,7 +339,7 @@ class EntityPlan:
                 f for f in entity.features if available is None or f not in available.features
             ]
             if unknown:
-                raise ValueError(f"{game.name}: entity type {name!r} has no features {unknown}")
+                raise UsageError(f"{game.name}: entity type {name!r} has no features {unknown}")
             slot = len(self.entity_types)
             lut[type_ids[name]] = slot
             self.entity_types.append(name)
@@ -368,7 +369,7 @@ class EntityPlan:
             g for g in requested.global_features if g not in full_space.global_features
         ]
         if unknown_globals:
-            raise ValueError(f"{game.name}: unknown global features {unknown_globals}")
+            raise UsageError(f"{game.name}: unknown global features {unknown_globals}")
         self.global_features = list(requested.global_features)
 
     @property

@@ -16,6 +16,8 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Mapping
 
+from procgen_entities.errors import UsageError
+
 __all__ = [
     "ACTION_LABELS",
     "DISTRIBUTION_MODE_IDS",
@@ -129,9 +131,9 @@ class Recipe:
 
     def __post_init__(self) -> None:
         if self.trainer not in ("sb3", "enn"):
-            raise ValueError(f"recipe trainer must be sb3 or enn, not {self.trainer!r}")
+            raise UsageError(f"recipe trainer must be sb3 or enn, not {self.trainer!r}")
         if self.grid_entities and not self.grid:
-            raise ValueError("grid_entities needs grid")
+            raise UsageError("grid_entities needs grid")
 
 
 #: The agents docs/training.md measures ours against (Game.anchors), with where the figures are
@@ -227,26 +229,26 @@ class Game:
     def __post_init__(self) -> None:
         for name, kind in self.trailer:
             if kind not in TRAILER_KINDS:
-                raise ValueError(f"{self.name}: trailer field {name!r} has unknown kind {kind!r}")
+                raise UsageError(f"{self.name}: trailer field {name!r} has unknown kind {kind!r}")
         clash = set(self.entity_types.values()) & set(self.tiles)
         if clash:
-            raise ValueError(f"{self.name}: names used by entities and tiles: {sorted(clash)}")
+            raise UsageError(f"{self.name}: names used by entities and tiles: {sorted(clash)}")
         for etype in list(self.type_features) + list(self.hidden_unless):
             if etype not in self.entity_types.values():
-                raise ValueError(f"{self.name}: unknown entity type {etype!r}")
+                raise UsageError(f"{self.name}: unknown entity type {etype!r}")
         self.invariant_terms()  # refuse a malformed invariant at import
         if self.support is not None:
             unknown = [t for t in self.support.tiles if t not in self.tiles]
             flag = self.support.flag
             if unknown or (flag is not None and flag not in self.trailer_scalars):
-                raise ValueError(f"{self.name}: support names unknown tiles or flag")
+                raise UsageError(f"{self.name}: support names unknown tiles or flag")
         known = set(self.entity_types.values()) | set(self.tiles)
         if not set(self.hazards) <= known:
-            raise ValueError(f"{self.name}: unknown hazards {sorted(set(self.hazards) - known)}")
+            raise UsageError(f"{self.name}: unknown hazards {sorted(set(self.hazards) - known)}")
         if not set(self.anchors) <= set(ANCHOR_SOURCES):
-            raise ValueError(f"{self.name}: unknown anchors {sorted(self.anchors)}")
+            raise UsageError(f"{self.name}: unknown anchors {sorted(self.anchors)}")
         if not set(self.training_caps) <= known | {"Column"}:
-            raise ValueError(f"{self.name}: unknown capped types {sorted(self.training_caps)}")
+            raise UsageError(f"{self.name}: unknown capped types {sorted(self.training_caps)}")
         self._check_features()
 
     def _check_features(self) -> None:
@@ -254,11 +256,11 @@ class Game:
         features, and every derived feature reads a record field and one of its vectors."""
         for name, spec in self.derived_features.items():
             if spec.index not in ENTITY_FIELDS or spec.vector not in self.trailer_vectors:
-                raise ValueError(f"{self.name}: derived feature {name!r} reads unknown fields")
+                raise UsageError(f"{self.name}: derived feature {name!r} reads unknown fields")
         declared = set(self.features).union(*self.type_features.values())
         unknown = declared - set(ENTITY_FIELDS) - set(self.derived_features)
         if unknown:
-            raise ValueError(f"{self.name}: unknown entity features {sorted(unknown)}")
+            raise UsageError(f"{self.name}: unknown entity features {sorted(unknown)}")
 
     def invariant_terms(self) -> tuple[tuple[str, tuple[str, int], tuple[str, int]], ...]:
         """Each invariant as pairs of terms: (text, (kind, index), (kind, index)) with kind in
@@ -277,7 +279,7 @@ class Game:
                 return "length", items.index(text[4:-1])
             if text in items and text not in vectors:
                 return "scalar", items.index(text)
-            raise ValueError(
+            raise UsageError(
                 f"{self.name}: invariant term {text!r} is not a trailer scalar, "
                 "len(trailer vector), grid.w/h/cells or an integer"
             )
@@ -286,7 +288,7 @@ class Game:
         for text in self.invariants:
             terms = [term(t) for t in text.split("==")]
             if len(terms) < 2:
-                raise ValueError(f"{self.name}: invariant {text!r} is not an equality")
+                raise UsageError(f"{self.name}: invariant {text!r} is not an equality")
             for a, b in zip(terms, terms[1:]):
                 out.append((text, a, b))
         return tuple(out)
@@ -756,11 +758,11 @@ GAME_NAMES: tuple[str, ...] = tuple(GAMES)
 
 
 def get_game(name: str) -> Game:
-    """The declaration of one game; ValueError naming the valid games otherwise."""
+    """The declaration of one game; UsageError (a ValueError) naming the valid games otherwise."""
     try:
         return GAMES[name]
     except (KeyError, TypeError):
-        raise ValueError(
+        raise UsageError(
             f"unknown procgen game {name!r}; valid games: {', '.join(GAME_NAMES)}"
         ) from None
 

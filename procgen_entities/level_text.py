@@ -3,8 +3,8 @@ state.
 
 ``level_to_text(s)``: one line per grid row, the top row first (up is up), one character per tile:
 the tile's character from the viewer's legend (``python -m procgen_entities.dump``;
-tools/render.py TILE_GLYPHS), or, where an entity stands (tile ``(floor(x), floor(y))``), the
-entity's (ENTITY_GLYPHS; the player on top, then the render's priorities). Every character means
+glyphs.py TILE_GLYPHS), or, where an entity stands (tile ``(floor(x), floor(y))``), the
+entity's (ENTITY_GLYPHS; the player on top, then the glyphs' priorities). Every character means
 one tile id or one entity type in its game, so a drawing can be read back.
 
 ``level_from_text(text, base=s)``: the drawing becomes a state, everything not drawn taken from
@@ -25,8 +25,8 @@ import numpy as np
 
 from procgen_entities.errors import UsageError
 from procgen_entities.games import get_game
+from procgen_entities.glyphs import ENTITY_GLYPHS, TILE_GLYPHS
 from procgen_entities.state import State
-from procgen_entities.tools.render import ENTITY_GLYPHS, TILE_GLYPHS
 
 __all__ = ["level_from_text", "level_to_text"]
 

@@ -139,7 +139,7 @@ def game_spec(game: str, check_invariants: bool = True) -> _parser.GameSpec:
 def _field_indices(fields: Tuple[str, ...]) -> npt.NDArray[Any]:
     unknown = [f for f in fields if f not in ENTITY_FIELDS]
     if unknown:
-        raise ValueError(
+        raise UsageError(
             f"unknown entity fields {unknown}; valid fields: {', '.join(ENTITY_FIELDS)}"
         )
     indices = np.array([ENTITY_FIELDS.index(f) for f in fields], dtype=np.int32)
@@ -148,7 +148,7 @@ def _field_indices(fields: Tuple[str, ...]) -> npt.NDArray[Any]:
 
 
 def entity_field_indices(fields: Sequence[str]) -> npt.NDArray[Any]:
-    """int32 indices into the 31-field entity record; ValueError naming unknown fields."""
+    """int32 indices into the 31-field entity record; UsageError naming unknown fields."""
     return _field_indices(tuple(fields))
 
 
@@ -167,7 +167,7 @@ def _detect_game(states: Sequence[BytesLike], game: Optional[str]) -> Game:
     if game is not None:
         return get_game(game)
     if len(states) == 0:
-        raise ValueError("parse_states needs at least one state, or game= for an empty batch")
+        raise UsageError("parse_states needs at least one state, or game= for an empty batch")
     name = _parser.read_game_name(states[0])
     if name not in GAMES:
         raise StateDecodeError(f"unknown game name {name!r}", index=0, offset=4, field="game_name")

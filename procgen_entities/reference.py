@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 import numpy as np
 import numpy.typing as npt
 
-from procgen_entities.errors import MixedBatchError, StateDecodeError
+from procgen_entities.errors import MixedBatchError, StateDecodeError, UsageError
 from procgen_entities.games import ENTITY_FIELDS, ENTITY_INT_FIELDS, GAMES, Game, get_game
 from procgen_entities.parse import StateBatch, entity_field_names
 
@@ -364,7 +364,7 @@ def _batch_game(states: List[bytes], game: Optional[str]) -> Game:
     if game is not None:
         return get_game(game)
     if not states:
-        raise ValueError("parse_states needs at least one state, or game= for an empty batch")
+        raise UsageError("parse_states needs at least one state, or game= for an empty batch")
     name = _read_game_name(_Reader(states[0], 0))
     if name not in GAMES:
         raise StateDecodeError(f"unknown game name {name!r}", index=0, offset=4, field="game_name")
@@ -448,7 +448,7 @@ def reference_parse_states(
     fields = entity_field_names(entity_fields)
     unknown = [f for f in fields if f not in ENTITY_FIELDS]
     if unknown:
-        raise ValueError(f"unknown entity fields {unknown}")
+        raise UsageError(f"unknown entity fields {unknown}")
     blobs = [_as_bytes(s, i) for i, s in enumerate(states)]
     info = _batch_game(blobs, game)
     parsed = _parse_all(blobs, info)

@@ -47,7 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from procgen_entities._native._parser import SCALAR_NAMES, SCALAR_POSITIONS
-from procgen_entities.errors import StateDecodeError
+from procgen_entities.errors import StateDecodeError, UsageError
 from procgen_entities.games import (
     ENTITY_FIELDS,
     ENTITY_INT_FIELDS,
@@ -480,7 +480,7 @@ def check_restorable(
 def check_values(states: Sequence[bytes], game: str, current: StateBatch) -> StateBatch:
     """Steps 1-4c of check_restorable (everything but the trial restore); returns the parse."""
     if len(states) != len(current.reward):
-        raise ValueError(f"expected {len(current.reward)} states (one per env), got {len(states)}")
+        raise UsageError(f"expected {len(current.reward)} states (one per env), got {len(states)}")
     batch = parse_states(states, game=game)
     with np.errstate(invalid="ignore"):  # NaNs are refused below, not warned about
         _check_like(batch, current)

@@ -26,7 +26,7 @@ from procgen_entities.games import (
     default_caps,
     value_ranges,
 )
-from procgen_entities.tools.render import look
+from procgen_entities.glyphs import look
 
 TESTS = Path(__file__).resolve().parent
 MANIFEST = json.loads((DATA_DIR / "dump" / "manifest.json").read_text())
@@ -109,7 +109,8 @@ def test_observation_space_is_pinned(name: str) -> None:
 
 @pytest.mark.parametrize("name", GAME_NAMES)
 def test_every_name_has_a_glyph(name: str) -> None:
-    """The viewer draws every entity type and tile class (tools/render.py LOOKS/GAME_LOOKS)."""
+    """The drawings (the viewer, the text levels) draw every entity type and tile class
+    (glyphs.py LOOKS/GAME_LOOKS)."""
     game = GAMES[name]
     missing = [n for n in [*game.entity_types.values(), *game.tiles] if look(name, n) is None]
     assert not missing, f"{name}: no look for {missing}"

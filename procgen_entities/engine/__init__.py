@@ -41,7 +41,7 @@ from procgen_entities.engine.layout import (
     state_program,
     step_offsets,
 )
-from procgen_entities.errors import ProcgenEntitiesError
+from procgen_entities.errors import ProcgenEntitiesError, UsageError
 from procgen_entities.games import NUM_ACTIONS, Game
 
 __all__ = [
@@ -325,7 +325,7 @@ def bind_engine(
 ) -> EngineBinding:
     """Choose and attach the engine for ``envs`` (see the module docstring)."""
     if requested not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {requested!r}")
+        raise UsageError(f"engine must be one of {', '.join(ENGINES)}, got {requested!r}")
     if requested == "get_state":
         return EngineBinding("get_state", None)
     headless_ok, why = False, ""

@@ -13,6 +13,7 @@ from entity_gym.env import (
     ObsSpace,
 )
 
+from procgen_entities.errors import UsageError
 from procgen_entities.features import (
     ACTION_LABELS,
     VECTOR_HEAD_ITEMS,
@@ -69,7 +70,7 @@ ACTORS = ("global", "player")
 
 def action_space(actor: str = "global") -> Dict[str, ActionSpace]:
     if actor not in ACTORS:
-        raise ValueError(f"actor must be one of {ACTORS}, got {actor!r}")
+        raise UsageError(f"actor must be one of {ACTORS}, got {actor!r}")
     if actor == "player":
         return {ACTION_NAME: CategoricalActionSpace(list(ACTION_LABELS))}
     return {ACTION_NAME: GlobalCategoricalActionSpace(list(ACTION_LABELS))}

@@ -27,6 +27,7 @@ from typing import List, Mapping, Optional, Tuple
 import torch
 from torch import nn
 
+from procgen_entities.errors import UsageError
 from procgen_entities.gymnasium.observation import GLOBAL_KEY, GRID_KEY
 from procgen_entities.gymnasium.sizes import GRID_CNNS, encoder_inputs
 
@@ -49,7 +50,7 @@ class GridEncoder(nn.Module):
     ) -> None:
         super().__init__()
         if cnn not in GRID_CNNS:
-            raise ValueError(f"cnn must be one of {sorted(GRID_CNNS)}, got {cnn!r}")
+            raise UsageError(f"cnn must be one of {sorted(GRID_CNNS)}, got {cnn!r}")
         self.n_values = n_values
         stack, head = GRID_CNNS[cnn]
         layers: List[nn.Module] = []
@@ -93,7 +94,7 @@ class EntityEncoder(nn.Module):
     ) -> None:
         super().__init__()
         if not types:
-            raise ValueError("EntityEncoder needs at least one entity type")
+            raise UsageError("EntityEncoder needs at least one entity type")
         self.types = dict(types)
         self.embed = nn.ModuleDict({name: nn.Linear(f, d_model) for name, (_, f) in types.items()})
         self.type_vectors = nn.ParameterDict(

@@ -21,6 +21,7 @@ from gymnasium.vector import AutoresetMode
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
+from procgen_entities.errors import UsageError
 from procgen_entities.gymnasium.observation import GRID_KEY
 from procgen_entities.gymnasium.policy import EntityEncoder, FlatGridEncoder, encoder_inputs
 from procgen_entities.gymnasium.vector import EntityVectorEnv
@@ -40,9 +41,9 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc]
 
     def __init__(self, env: EntityVectorEnv) -> None:
         if env.autoreset_mode != AutoresetMode.SAME_STEP:
-            raise ValueError("SB3 needs EntityVectorEnv(..., autoreset_mode='SameStep')")
+            raise UsageError("SB3 needs EntityVectorEnv(..., autoreset_mode='SameStep')")
         if env.engine != "headless":
-            raise ValueError("SB3 needs terminal observations: the headless engine")
+            raise UsageError("SB3 needs terminal observations: the headless engine")
         self.env = env
         self._actions: Optional[np.ndarray] = None
         self._seed: Optional[int] = None
@@ -190,7 +191,7 @@ class FlatGridExtractor(BaseFeaturesExtractor):  # type: ignore[misc]
     ) -> None:
         types, n_globals, grid = encoder_inputs(observation_space)
         if grid is None:
-            raise ValueError("FlatGridExtractor needs EntityVectorEnv(..., grid=True)")
+            raise UsageError("FlatGridExtractor needs EntityVectorEnv(..., grid=True)")
         net = FlatGridEncoder(types, n_globals, grid, grid_dim=grid_dim, cnn=cnn)
         super().__init__(observation_space, net.out_dim)
         self.net = net

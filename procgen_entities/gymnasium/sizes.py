@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from procgen_entities.errors import UsageError
 from procgen_entities.gymnasium.observation import GLOBAL_KEY, GRID_KEY
 
 __all__ = ["GRID_CNNS", "encoder_inputs", "mlp_layers", "policy_values"]
@@ -112,7 +113,7 @@ def policy_values(
         values, features = _entity_encoder_values(types, n_globals, grid, **kwargs)
     else:
         if grid is None:
-            raise ValueError("FlatGridExtractor needs EntityVectorEnv(..., grid=True)")
+            raise UsageError("FlatGridExtractor needs EntityVectorEnv(..., grid=True)")
         values, width = grid_encoder_values(
             grid[0], grid[1], kwargs.get("grid_dim"), kwargs.get("cnn", "small")
         )

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
 
+from procgen_entities.errors import UsageError
 from procgen_entities.games import get_game
 
 if TYPE_CHECKING:
@@ -160,11 +161,11 @@ def _runner_options(
 def _check_sizes(vectorize: str, env_runners: int, envs_per_runner: int, rollout: int) -> None:
     """build_config's refusals, before ray builds anything."""
     if vectorize not in VECTORIZE_MODES:
-        raise ValueError(
+        raise UsageError(
             f"vectorize must be one of {', '.join(VECTORIZE_MODES)}, got {vectorize!r}"
         )
     if env_runners < 0 or envs_per_runner < 1 or rollout < 1:
-        raise ValueError("need env_runners >= 0, envs_per_runner >= 1 and rollout_length >= 1")
+        raise UsageError("need env_runners >= 0, envs_per_runner >= 1 and rollout_length >= 1")
 
 
 def _callbacks(

@@ -1,7 +1,8 @@
 """Tools on top of the library. Each runs as one ``python -m`` module and as one console script
 (pyproject.toml ``[project.scripts]``, ``procgen-entities-<name>``; tests/test_packaging.py):
 
-- ``procgen_entities.dump`` (``-dump``): the terminal viewer (tools/dump.py, render.py, video.py)
+- ``procgen_entities.dump`` (``-dump``): the terminal viewer (tools/dump.py, rollout.py, render.py,
+  video.py; its glyphs are the core's, procgen_entities/glyphs.py)
 - ``procgen_entities.train`` (``-train``): enn-trainer PPO (tools/train.py)
 - ``procgen_entities.tools.sb3_ppo`` (``-sb3-ppo``): Stable-Baselines3 PPO into checkpoints
 - ``procgen_entities.evaluate`` (``-evaluate``): a checkpoint next to the baselines

@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from procgen_entities.errors import ProcgenEntitiesError
+from procgen_entities.errors import ProcgenEntitiesError, UsageError
 from procgen_entities.tools.files import open_regular
 from procgen_entities.tools.numpy_policy import (
     ACTIVATIONS,
@@ -210,7 +210,7 @@ def _sb3_reads_dicts(checkpoint: Checkpoint) -> bool:
 
 
 def _policy_spec(policy: Any) -> Dict[str, Any]:
-    """policy.json of an SB3 ActorCriticPolicy; ValueError for what the format cannot rebuild."""
+    """policy.json of an SB3 ActorCriticPolicy; UsageError for what the format cannot rebuild."""
     from gymnasium import spaces
     from stable_baselines3.common.torch_layers import FlattenExtractor
 
@@ -220,13 +220,13 @@ def _policy_spec(policy: Any) -> Dict[str, Any]:
     if not (
         isinstance(obs, spaces.Box) and len(obs.shape) == 1 and isinstance(act, spaces.Discrete)
     ):
-        raise ValueError("only flat Box observations and Discrete actions are supported")
+        raise UsageError("only flat Box observations and Discrete actions are supported")
     if policy.features_extractor_class is not FlattenExtractor or policy.use_sde:
-        raise ValueError("only SB3's MlpPolicy (FlattenExtractor, no gSDE) is supported")
+        raise UsageError("only SB3's MlpPolicy (FlattenExtractor, no gSDE) is supported")
     names = {cls.__name__.lower(): name for name, cls in _torch_activations().items()}
     activation = names.get(policy.activation_fn.__name__.lower())
     if activation is None:
-        raise ValueError(f"unsupported activation {policy.activation_fn.__name__}")
+        raise UsageError(f"unsupported activation {policy.activation_fn.__name__}")
     return {
         "format": SPEC_FORMAT,
         "observation_size": int(obs.shape[0]),
@@ -241,7 +241,7 @@ def _policy_spec(policy: Any) -> Dict[str, Any]:
 def _multi_spec(policy: Any) -> Dict[str, Any]:
     name = policy.features_extractor_class.__name__
     if name not in EXTRACTORS or policy.use_sde:
-        raise ValueError(f"dict observations: only the extractors {', '.join(EXTRACTORS)}")
+        raise UsageError(f"dict observations: only the extractors {', '.join(EXTRACTORS)}")
     names = {cls.__name__.lower(): n for n, cls in _torch_activations().items()}
     return {
         "format": MULTI_SPEC_FORMAT,
@@ -540,7 +540,7 @@ def _numpy_multi(folder: Path, spec: Dict[str, Any], backend: str) -> bool:
 
 def _backend(requested: str) -> str:
     if requested not in ("auto", "torch", "numpy"):
-        raise ValueError(f"backend must be auto, torch or numpy, not {requested!r}")
+        raise UsageError(f"backend must be auto, torch or numpy, not {requested!r}")
     if requested != "auto":
         return requested
     return "torch" if _installed("torch") and _installed("stable_baselines3") else "numpy"

@@ -27,7 +27,6 @@ import io
 import os
 import sys
 import time
-import zlib
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -36,12 +35,25 @@ from procgen_entities.errors import (
     StateDecodeError,
     UsageError,  # reported as one line, exit status 2
 )
-from procgen_entities.games import DISTRIBUTION_MODE_IDS, GAME_NAMES, NOOP_ACTION, NUM_ACTIONS
+from procgen_entities.games import DISTRIBUTION_MODE_IDS, GAME_NAMES
 from procgen_entities.parse import StateBatch, parse_state
-from procgen_entities.procgen_envs import MODE_GAMES, make_procgen_env, valid_modes
-from procgen_entities.tools.files import check_target, open_regular, write_atomic
+from procgen_entities.procgen_envs import MODE_GAMES, valid_modes
+from procgen_entities.state import State
+from procgen_entities.tools import levels
+from procgen_entities.tools.files import check_target, write_atomic
 
-__all__ = ["main", "MODE_GAMES", "load_state", "record_state", "valid_modes"]
+# The rollouts and saved states are tools/rollout.py's, which levels.py reads too (it once read
+# them from here, and this module read levels.py: a circle); still importable from here.
+from procgen_entities.tools.rollout import (
+    MAX_STATE_BYTES,
+    Rollout,
+    check_game_mode,
+    env_options,
+    load_state,
+    record_state,
+)
+
+__all__ = ["main", "MAX_STATE_BYTES", "MODE_GAMES", "load_state", "record_state", "valid_modes"]
 
 PROG = "python -m procgen_entities.dump"
 
@@ -49,80 +61,6 @@ MODES = tuple(DISTRIBUTION_MODE_IDS)
 WATCH_STEPS = 200
 EPISODE_STEPS = 1000  # procgen's time limit: a checkpoint's episode ends by then
 MAX_SEED = 2**31 - 2
-#: The largest state file (decompressed): procgen's get_state buffer (procgen/env.py
-#: MAX_STATE_SIZE) holds 1 MiB.
-MAX_STATE_BYTES = 2**20
-
-
-def _check_game_mode(game: str, mode: str) -> None:
-    if game not in GAME_NAMES:
-        raise UsageError(f"unknown game {game!r}; valid games: {', '.join(GAME_NAMES)}")
-    if mode not in valid_modes(game):
-        games = MODE_GAMES.get(mode)
-        where = f"exists only for {', '.join(games)}" if games else "is no procgen mode"
-        raise UsageError(
-            f"{game} has no {mode!r} distribution mode; valid modes for {game}: "
-            f"{', '.join(valid_modes(game))} ({mode} {where})"
-        )
-
-
-def _make_env(game: str, mode: str, seed: int):  # type: ignore[no-untyped-def]
-    # gym (imported by procgen-mirror via gym3) prints a deprecation notice on import; keep it
-    # quiet.
-    with contextlib.redirect_stderr(io.StringIO()):
-        import_backend()
-    return make_procgen_env(
-        game, 1, distribution_mode=mode, start_level=seed, num_levels=1, rand_seed=seed
-    )
-
-
-def _make_start_env(game: str, seed: int, start: bytes):  # type: ignore[no-untyped-def]
-    """A one-env procgen env of the options ``start`` fits, restored to it (``start`` was
-    validated: procgen's set_state trusts its input)."""
-    from procgen_entities.state import State
-    from procgen_entities.tools.levels import env_options
-
-    with contextlib.redirect_stderr(io.StringIO()):
-        import_backend()
-    env = make_procgen_env(game, 1, **env_options(State.from_bytes(start)), rand_seed=seed)
-    env.callmethod("set_state", [start])
-    return env
-
-
-class _Rollout:
-    """A one-env procgen rollout with a random or no-op policy (from ``start``, a validated
-    state, if given)."""
-
-    def __init__(
-        self, game: str, mode: str, seed: int, policy: str, start: Optional[bytes] = None
-    ) -> None:
-        import numpy as np
-
-        self._np = np
-        if start is None:
-            self.env = _make_env(game, mode, seed)
-        else:
-            self.env = _make_start_env(game, seed, start)
-        self.policy = policy
-        self.rng = np.random.default_rng(seed)
-
-    def step(self) -> None:
-        if self.policy == "random":
-            action = self.rng.integers(0, NUM_ACTIONS, size=1, dtype=self._np.int32)
-        else:
-            action = self._np.full(1, NOOP_ACTION, dtype=self._np.int32)
-        self.env.act(action)
-
-    def get_state(self) -> bytes:
-        return bytes(self.env.callmethod("get_state")[0])
-
-    def frame(self) -> Any:
-        """procgen's 64x64 RGB observation of the current step."""
-        return self.env.observe()[1]["rgb"][0]
-
-    @property
-    def done(self) -> bool:
-        return False  # these policies play on across episodes
 
 
 class _PolicyRollout:
@@ -139,7 +77,7 @@ class _PolicyRollout:
             make_env,
         )
 
-        with contextlib.redirect_stderr(io.StringIO()):  # gym's notice, as in _make_env
+        with contextlib.redirect_stderr(io.StringIO()):  # gym's notice, as in rollout.py
             import_backend()  # procgen-mirror or procgen-gym, whichever this Python has
         try:
             checkpoint = Checkpoint.load(Path(folder))
@@ -147,15 +85,12 @@ class _PolicyRollout:
             if config.game != game:
                 raise UsageError(f"--policy {folder} plays {config.game}, not {game}")
             if mode is not None:
-                _check_game_mode(game, mode)
+                check_game_mode(game, mode)
                 config.distribution_mode = mode
             self.policy = load_policy(Path(folder))
             level: Dict[str, Any] = {"start_level": seed, "num_levels": 1,
                                      "flatten": self.policy.flatten}  # fmt: skip
             if start is not None:  # the env the state fits (its mode, levels and options)
-                from procgen_entities.state import State
-                from procgen_entities.tools.levels import env_options
-
                 level.update(env_options(State.from_bytes(start)))
             try:  # the terminal state is shown last (the headless engine)
                 self.env = make_env(config, 1, seed, autoreset_mode="NextStep", **level)
@@ -189,40 +124,6 @@ class _PolicyRollout:
     def summary(self) -> str:
         end = "level complete" if self.complete else ("episode over" if self.done else "stopped")
         return f"{end} after {self.steps} steps, return {self.score:g}"
-
-
-def record_state(
-    game: str, *, mode: str = "hard", seed: int = 0, steps: int = 0, policy: str = "random"
-) -> bytes:
-    """The get_state blob after ``steps`` steps of ``policy`` on level ``seed``, as the dump."""
-    _check_game_mode(game, mode)
-    rollout = _Rollout(game, mode, seed, policy)
-    for _ in range(steps):
-        rollout.step()
-    return rollout.get_state()
-
-
-def load_state(path: str) -> bytes:
-    """Read a saved state (raw get_state bytes, or gzip'ed); UsageError if it can't be read, is
-    not a regular file (a FIFO would block forever) or holds more than MAX_STATE_BYTES (read, or
-    decompressed, as a stream up to that cap: a small gzip file can expand to gigabytes)."""
-    try:
-        with open_regular(path) as f:
-            blob = f.read(MAX_STATE_BYTES + 1)
-            if blob[:2] == b"\x1f\x8b":
-                f.seek(0)
-                with gzip.GzipFile(fileobj=f) as unzipped:
-                    blob = unzipped.read(MAX_STATE_BYTES + 1)
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise UsageError(f"{path!r} is a corrupt gzip file: {exc}") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read state file {path!r}: {exc.strerror or exc}") from None
-    if len(blob) > MAX_STATE_BYTES:
-        raise UsageError(
-            f"{path!r} holds more than {MAX_STATE_BYTES} bytes (decompressed): procgen's "
-            "get_state never writes more, so it is not a saved state"
-        )
-    return blob
 
 
 def _parse(blob: bytes, source: str) -> StateBatch:
@@ -502,8 +403,6 @@ def _is_builtin_policy(policy: str) -> bool:
 def _read_start(path: str) -> tuple:
     """(blob, base) of ``--state FILE``: a text level's validated state and the LevelBase it is
     drawn over, or a saved blob as it is (validated only when played) and itself as the base."""
-    from procgen_entities.tools import levels
-
     try:
         if not _is_text_path(path):
             blob = load_state(path)
@@ -521,9 +420,6 @@ def _read_start(path: str) -> tuple:
 
 def _validated(blob: bytes, source: str) -> bytes:
     """A saved blob, checked as set_states checks it before procgen plays it."""
-    from procgen_entities.state import State
-    from procgen_entities.tools import levels
-
     _parse(blob, source)  # the usual message for a blob that is not a state
     try:
         level = levels.Level(Path(source), State.from_bytes(blob))
@@ -536,9 +432,6 @@ def _validated(blob: bytes, source: str) -> bytes:
 
 def _save_text(path: str, blob: bytes, base: Any) -> None:
     """``--save FILE.txt``: the drawn state as a text level over ``base`` (a LevelBase)."""
-    from procgen_entities.state import State
-    from procgen_entities.tools.levels import LevelBase, LevelError, level_file_text
-
     if base is None:
         raise UsageError(
             f"--save {path}: a text level is drawn over a state it can be rebuilt from (a "
@@ -547,11 +440,11 @@ def _save_text(path: str, blob: bytes, base: Any) -> None:
         )
     if base.path is not None:
         relative = os.path.relpath(base.path, os.path.dirname(os.path.abspath(path)))
-        base = LevelBase(path=relative)
+        base = levels.LevelBase(path=relative)
     try:
-        text = level_file_text(State.from_bytes(blob), base)  # LevelError: not readable back
+        text = levels.level_file_text(State.from_bytes(blob), base)  # LevelError: not readable back
         write_atomic(path, text.encode("utf-8"))
-    except LevelError as exc:
+    except levels.LevelError as exc:
         raise UsageError(f"--save {path}: {exc}") from None
     except OSError as exc:
         raise UsageError(f"cannot write level file {path!r}: {exc.strerror or exc}") from None
@@ -562,9 +455,9 @@ def _live_rollout(args: argparse.Namespace, video: Any, start: Optional[bytes]) 
     level --seed or from ``start``."""
     if _is_builtin_policy(args.policy):
         mode = args.mode or "hard"
-        _check_game_mode(args.game, mode)
+        check_game_mode(args.game, mode)
         animated = args.watch or video is not None
-        rollout = _Rollout(args.game, mode, args.seed, args.policy, start)
+        rollout = Rollout(args.game, mode, args.seed, args.policy, start)
         return rollout, WATCH_STEPS if animated else 0
     if args.game not in GAME_NAMES:
         raise UsageError(f"unknown game {args.game!r}; valid games: {', '.join(GAME_NAMES)}")
@@ -578,13 +471,11 @@ def _rebuilt_base(args: argparse.Namespace, steps: int) -> Any:
     """The LevelBase a text level saved from this run is drawn over; with ``--save FILE.txt``,
     one its header cannot name (more steps than the game's longest episode) is refused before
     the rollout plays."""
-    from procgen_entities.tools.levels import LevelBase, LevelError
-
-    base = LevelBase(args.game, args.mode or "hard", args.seed, steps, args.policy)
+    base = levels.LevelBase(args.game, args.mode or "hard", args.seed, steps, args.policy)
     if args.save is not None and _is_text_path(args.save):
         try:
             base.header()
-        except LevelError as exc:
+        except levels.LevelError as exc:
             raise UsageError(f"--save {args.save}: {exc}") from None
     return base
 
@@ -592,11 +483,9 @@ def _rebuilt_base(args: argparse.Namespace, steps: int) -> Any:
 def _check_steps(game: str, steps: Optional[int]) -> None:
     """``--steps`` at most the game's longest episode (levels.max_steps, the bound of a text
     level header's steps=): 10**9 steps would play for hours before anything is drawn."""
-    from procgen_entities.tools.levels import max_steps
-
-    if steps is not None and steps > max_steps(game):
+    if steps is not None and steps > levels.max_steps(game):
         raise UsageError(f"--steps {steps}: more than {game}'s longest episode "
-                         f"({max_steps(game)} steps), the most one run plays")  # fmt: skip
+                         f"({levels.max_steps(game)} steps), the most one run plays")  # fmt: skip
 
 
 def _plays(args: argparse.Namespace) -> bool:

@@ -47,6 +47,7 @@ import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
+from procgen_entities.errors import UsageError
 from procgen_entities.features import ACTION_LABELS, feature_space
 from procgen_entities.games import Game, get_game
 from procgen_entities.procgen_envs import group_seeds, valid_modes
@@ -139,7 +140,7 @@ def death_cause(game: Game, batch: Any, i: int) -> str:
 
 def observation_form(policy: Any, flatten: Optional[bool]) -> bool:
     """The ``flatten`` to build the env with: a policy that declares its form (load_policy's
-    ``CheckpointPolicy.flatten``) gets it, and a contradicting ``flatten`` is a ValueError
+    ``CheckpointPolicy.flatten``) gets it, and a contradicting ``flatten`` is a UsageError
     rather than a shape error deep in the policy; any other policy gets ``flatten`` (None: the
     flat form, the default of make_env)."""
     wants = getattr(policy, "flatten", None)
@@ -147,7 +148,7 @@ def observation_form(policy: Any, flatten: Optional[bool]) -> bool:
         return True if flatten is None else bool(flatten)
     if flatten is not None and bool(flatten) != wants:
         form = "flat" if wants else "dict"
-        raise ValueError(f"the policy reads the {form} observation (flatten={wants}), "
+        raise UsageError(f"the policy reads the {form} observation (flatten={wants}), "
                          f"but flatten={flatten} was passed")  # fmt: skip
     return wants
 
@@ -170,7 +171,7 @@ def run_episodes(
     the ``episodes``-env vec env would give it, see _start_states). A ``BatchedPolicy`` gets
     the indices of each batch; any other policy sees batches of observations."""
     if batch < 1:
-        raise ValueError(f"batch must be >= 1, got {batch}")
+        raise UsageError(f"batch must be >= 1, got {batch}")
     flatten = observation_form(policy, flatten)
     if episodes <= batch:
         # consecutive group seeds: the levels every recorded evaluation was measured on
@@ -358,7 +359,7 @@ def run_levels(
     same procgen options share one env, restored with reset(options={"states": ...}) (the
     states hold their RNGs: any batch size plays the same episodes)."""
     if batch < 1:
-        raise ValueError(f"batch must be >= 1, got {batch}")
+        raise UsageError(f"batch must be >= 1, got {batch}")
     flatten = observation_form(policy, flatten)
     groups: Dict[Tuple[Any, ...], List[int]] = {}
     for i, level in enumerate(levels):

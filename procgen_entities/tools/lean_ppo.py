@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from procgen_entities.errors import UsageError
 from procgen_entities.gymnasium.observation import GLOBAL_KEY, GRID_KEY
 
 __all__ = [
@@ -65,7 +66,7 @@ def native_bfloat16() -> bool:
 def resolve_precision(precision: str) -> str:
     """``PRECISIONS`` -> "float32" or "bfloat16" (auto: by ``native_bfloat16``)."""
     if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+        raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     if precision == "auto":
         return "bfloat16" if native_bfloat16() else "float32"
     return precision
@@ -186,9 +187,9 @@ class LeanPPO:
         from stable_baselines3.common.utils import set_random_seed
 
         if policy not in ("MlpPolicy", "MultiInputPolicy"):
-            raise ValueError(f"policy must be MlpPolicy or MultiInputPolicy, not {policy!r}")
+            raise UsageError(f"policy must be MlpPolicy or MultiInputPolicy, not {policy!r}")
         if (n_steps * env.num_envs) % batch_size:
-            raise ValueError("n_steps * envs must be a multiple of batch_size")
+            raise UsageError("n_steps * envs must be a multiple of batch_size")
         self.precision = resolve_precision(precision)
         self.env, self.seed = env, seed
         self.n_steps, self.batch_size, self.n_epochs = n_steps, batch_size, n_epochs

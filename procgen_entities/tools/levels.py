@@ -18,8 +18,8 @@ game's legend uses ``;``). Any other file is a saved get_state blob.
 
 ``load_levels`` reads them and validates them all (``states_to_bytes``: what ``set_states``
 checks, one trial restore per game and options), so a level that is read is one procgen plays.
-``env_options`` gives the procgen options of the env a state fits (``set_states`` refuses a state
-of other options).
+``env_options`` (tools/rollout.py) gives the procgen options of the env a state fits
+(``set_states`` refuses a state of other options).
 """
 
 from __future__ import annotations
@@ -29,16 +29,21 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, cast
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, cast
 
 from procgen_entities.errors import ProcgenEntitiesError, StateDecodeError, UsageError
 from procgen_entities.games import GAME_NAMES, value_ranges
 from procgen_entities.level_text import level_from_text, level_to_text
 from procgen_entities.procgen_envs import valid_modes
-from procgen_entities.state import State, procgen_options, states_to_bytes
+from procgen_entities.state import State, states_to_bytes
 from procgen_entities.tools.files import open_regular
 
+# The states levels are drawn over are tools/rollout.py's (once tools/dump.py's, which imports this
+# module: a circle); env_options and ALL_LEVELS_HIGH stay importable from here.
+from procgen_entities.tools.rollout import ALL_LEVELS_HIGH, env_options, load_state, record_state
+
 __all__ = [
+    "ALL_LEVELS_HIGH",
     "HEADER",
     "Level",
     "LevelBase",
@@ -52,8 +57,6 @@ __all__ = [
 
 #: The first line of a text level starts with this.
 HEADER = "; procgen-entities level"
-#: procgen's level_seed_high for num_levels = 0 (INT32_MAX; docs/state-format.md §1).
-ALL_LEVELS_HIGH = 2**31 - 1
 #: The biggest text level read (a 64x64 drawing is ~4 KB).
 MAX_TEXT_BYTES = 2**20
 #: The largest seed= of a header (procgen's level seeds, as the viewer's --seed).
@@ -112,12 +115,10 @@ class LevelBase:
 
     def state(self, folder: Path) -> bytes:
         """The base's get_state blob (``folder``: where a relative ``path`` is)."""
-        from procgen_entities.tools import dump
-
         try:
             if self.path is not None:
-                return dump.load_state(str(folder / self.path))
-            return dump.record_state(
+                return load_state(str(folder / self.path))
+            return record_state(
                 self.game, mode=self.mode, seed=self.seed, steps=self.steps, policy=self.policy
             )
         except UsageError as exc:
@@ -204,12 +205,10 @@ def _is_text(path: Path) -> bool:
 
 def read_level(path: os.PathLike | str) -> Level:
     """A text level or a saved state (not yet validated); LevelError if it cannot be read."""
-    from procgen_entities.tools import dump
-
     file = Path(path)
     if not _is_text(file):
         try:
-            blob = dump.load_state(str(file))
+            blob = load_state(str(file))
         except UsageError as exc:
             raise LevelError(str(exc)) from None
         try:
@@ -282,12 +281,3 @@ def load_levels(paths: Sequence[os.PathLike | str]) -> List[Level]:
     levels = [read_level(p) for p in paths]
     validate(levels)
     return levels
-
-
-def env_options(state: State) -> Dict[str, Any]:
-    """The options of the procgen env ``state`` fits (distribution_mode, the header's flags, and
-    start_level / num_levels from its level seed range): what make_procgen_env and the vec envs
-    take."""
-    low, high = int(state.scalars["level_seed_low"]), int(state.scalars["level_seed_high"])
-    levels = (0, 0) if (low, high) == (0, ALL_LEVELS_HIGH) else (low, high - low)
-    return {**procgen_options(state.scalars), "start_level": levels[0], "num_levels": levels[1]}

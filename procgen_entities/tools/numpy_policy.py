@@ -20,6 +20,7 @@ from typing import Any, BinaryIO, Callable, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 import numpy.typing as npt
 
+from procgen_entities.errors import UsageError
 from procgen_entities.tools.files import open_regular
 
 __all__ = [
@@ -172,7 +173,7 @@ class Normalizer:
     def from_vec_normalize(cls, vn: Any) -> "Normalizer":
         """The statistics of an SB3 VecNormalize (flat observations only)."""
         if isinstance(vn.obs_rms, dict):
-            raise ValueError("a VecNormalize of dict observations (the checkpoints are flat)")
+            raise UsageError("a VecNormalize of dict observations (the checkpoints are flat)")
         return cls(
             obs_mean=np.asarray(vn.obs_rms.mean, np.float64),
             obs_var=np.asarray(vn.obs_rms.var, np.float64),
@@ -228,7 +229,7 @@ class MlpPolicy:
         """[n, actions] float32 logits of [n, observation_size] (already normalised) inputs."""
         x = np.asarray(obs, dtype=np.float32)  # what the torch policy gets
         if x.ndim != 2 or x.shape[1] != self.observation_size:
-            raise ValueError(f"expected observations [n, {self.observation_size}], got {x.shape}")
+            raise UsageError(f"expected observations [n, {self.observation_size}], got {x.shape}")
         h = x.astype(np.float64)
         for w, b in self.layers[:-1]:
             h = self.activation(h @ w + b)

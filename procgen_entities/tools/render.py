@@ -6,19 +6,18 @@ the highest row is printed first. An entity is drawn in tile (floor(x), floor(y)
 entities (dodgeball walls, fruitbot barriers, leaper logs, ...) are drawn over every tile whose
 centre lies inside their extent ``[x-rx, x+rx] x [y-ry, y+ry]``.
 
-What is what comes from games.py, the single declaration of each game (entity type ids and names,
-tile classes and their ids). This module only says how each NAME looks (``LOOKS``, with
-``GAME_LOOKS`` where games draw the same name differently, and ``TILE_REFINEMENTS`` for the few
-tile ids drawn apart from their class); ``TILE_GLYPHS``, ``ENTITY_GLYPHS`` and ``FILL_TYPES`` are
-derived from the two.
+The glyph of each tile id and entity type (``TILE_GLYPHS``, ``ENTITY_GLYPHS``, ``FILL_TYPES``,
+derived from games.py and the looks ``LOOKS``, ``GAME_LOOKS``, ``TILE_REFINEMENTS``) is declared in
+procgen_entities/glyphs.py, which the text levels read too; this module re-exports those names
+and adds the glyphs that depend on the state drawn (``_VARIANTS``).
 """
 
 from __future__ import annotations
 
 import io
 import math
-from dataclasses import dataclass, replace
-from typing import IO, Callable, Dict, FrozenSet, List, Mapping, Sequence, Tuple
+from dataclasses import dataclass
+from typing import IO, Callable, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 from rich import box
@@ -26,7 +25,23 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from procgen_entities.games import DISTRIBUTION_MODE_IDS, ENTITY_FIELDS, GAMES, SPACE_TILE, Game
+from procgen_entities.errors import UsageError
+from procgen_entities.games import DISTRIBUTION_MODE_IDS, ENTITY_FIELDS, GAMES, Game
+
+# The glyph tables are the core's (glyphs.py); these names stay importable from here.
+from procgen_entities.glyphs import (
+    ENTITY_GLYPHS,
+    FILL_TYPES,
+    GAME_LOOKS,
+    LETHAL_STYLE,
+    LOOKS,
+    TILE_GLYPHS,
+    TILE_REFINEMENTS,
+    Glyph,
+    Look,
+    glyph_of,
+    look,
+)
 from procgen_entities.parse import StateBatch
 from procgen_entities.tilemap import Window
 
@@ -54,199 +69,8 @@ __all__ = [
 DISTRIBUTION_MODES: Mapping[int, str] = {code: name for name, code in DISTRIBUTION_MODE_IDS.items()}
 
 
-@dataclass(frozen=True)
-class Look:
-    """How a named entity type or tile class is drawn, whatever its ids."""
-
-    char: str
-    style: str = ""
-    #: Explanation shown in parentheses after the name in the legend, e.g. "invisible".
-    note: str = ""
-    #: Drawing order among point entities: higher is drawn later (on top).
-    priority: int = 1
-    #: Entities only: drawn over every tile its extent covers rather than one tile.
-    fill: bool = False
-
-
-@dataclass(frozen=True)
-class Glyph:
-    """How one tile id or entity is drawn: a character, the name of what it is (from games.py,
-    or a presentation-only name, see ``TILE_REFINEMENTS``), a rich style and a legend note."""
-
-    char: str
-    name: str
-    style: str = ""
-    #: Drawing order among point entities: higher is drawn later (on top).
-    priority: int = 1
-    note: str = ""
-
-    @property
-    def label(self) -> str:
-        """The legend text: the name, and the note in parentheses."""
-        return f"{self.name} ({self.note})" if self.note else self.name
-
-
-# Styles shared by all games.
-_WALL = "grey70"
-_GOAL = "bold yellow"
-_LETHAL = "bold red"
-_SHOT = "bright_cyan"
-
-#: Entity type or tile class name (as declared in games.py) -> how it is drawn, in every game that
-#: declares the name unless GAME_LOOKS says otherwise. Also the presentation-only tile names
-#: "Space" (SPACE_TILE, every game), "OutOfBounds", "WallTop" and "LavaTop" (TILE_REFINEMENTS).
-LOOKS: Mapping[str, Look] = {
-    # Terrain: tiles, and entities that act as terrain.
-    "Space": Look(".", "grey35"),
-    "OutOfBounds": Look("%", "grey50"),
-    "Wall": Look("#", _WALL),
-    "WallTop": Look("=", _WALL),
-    "Lava": Look("~", "red"),
-    "LavaTop": Look("^", "bright_red"),
-    "Fire": Look("~", "red"),
-    "Road": Look(":", "grey50"),
-    "Water": Look("~", "blue"),
-    "Dirt": Look(":", "yellow"),
-    "Border": Look("%", "grey50"),
-    "Boulder": Look("O", "grey70"),
-    "MovingBoulder": Look("0", "bold white"),
-    "Barrier": Look("#", _WALL, fill=True),
-    "Panel": Look("#", _WALL, fill=True),
-    "Log": Look("=", "yellow", fill=True),
-    "Crate": Look("C", "yellow"),
-    "Meteor": Look("M", "yellow", fill=True),
-    "Obstacle": Look("O", "yellow", "meteor"),
-    "Cloud": Look("c", "grey50", priority=0),
-    # The agent and its shots.
-    "Player": Look("A", "bold bright_green", priority=9),
-    "PlayerBullet": Look("!", _SHOT),
-    "PlayerBall": Look("o", _SHOT),
-    "ThrowingStar": Look("*", _SHOT),
-    "ReflectedBullet": Look("r", "grey50"),
-    # Goals, things to collect, doors.
-    "Goal": Look("G", _GOAL),
-    "Exit": Look("E", _GOAL, priority=0),
-    "FinishLine": Look("F", _GOAL, fill=True),
-    "Door": Look("D", _GOAL, "open when no enemies left", fill=True),
-    "Present": Look("P", _GOAL),
-    "Coin": Look("o", _GOAL),
-    "Orb": Look("o", "yellow"),
-    "LargeOrb": Look("O", "bold yellow"),
-    "Diamond": Look("*", "bold bright_cyan"),
-    "MovingDiamond": Look("+", "bold cyan"),
-    "GoodFruit": Look("+", "bold bright_green"),
-    "Key": Look("x", "bold"),
-    "LockedDoor": Look("D", "red", fill=True),
-    "Lock": Look("L", "yellow"),
-    "Ship": Look("s", "grey70", "not a target"),
-    "Fish": Look("f", "bright_cyan", "smaller: edible"),
-    # Dangers.
-    "Enemy": Look("E", _LETHAL),
-    "EnemyEgg": Look("g", "magenta"),
-    "EnemyBullet": Look("*", _LETHAL),
-    "EnemyBall": Look("*", _LETHAL),
-    "TurretBullet": Look("+", _LETHAL),
-    "BadFruit": Look("x", _LETHAL),
-    "Boss": Look("B", _LETHAL, priority=2, fill=True),
-    "Shields": Look("S", "bold blue", "when up", priority=3),
-    "Target": Look("T", _LETHAL),
-    "Saw": Look("S", _LETHAL),
-    "Spike": Look("^", _LETHAL),
-    "Car": Look("C", _LETHAL),
-    "Bomb": Look("B", _LETHAL),
-    "Flyer": Look("f", _LETHAL),
-    "FastFlyer": Look("F", _LETHAL),
-    "Turret": Look("T", _LETHAL),
-    "Explosion": Look("x", "magenta", priority=0),
-}
-
-
-def _noted(name: str, note: str) -> Look:
-    return replace(LOOKS[name], note=note)
-
-
-#: game -> name -> look, where a game draws a name differently from LOOKS.
-GAME_LOOKS: Mapping[str, Mapping[str, Look]] = {
-    "bossfight": {"Barrier": Look("M", "yellow", "meteor")},
-    "chaser": {"Wall": Look("#", "blue")},
-    "coinrun": {"Barrier": Look("|", "grey23", "invisible")},  # the enemies' turning points
-    "dodgeball": {"Wall": Look("#", "red", "lava", fill=True)},
-    "heist": {"Exit": Look("$", _GOAL, "gem"), "LockedDoor": Look("X", "bold")},
-    "jumper": {"Goal": _noted("Goal", "carrot")},
-    "maze": {"Goal": _noted("Goal", "cheese")},
-    "ninja": {"Goal": _noted("Goal", "mushroom")},
-    "starpilot": {"FinishLine": Look("|", _GOAL, fill=True)},
-}
-
-#: Presentation only: game -> tile id -> name in LOOKS, for the ids drawn apart from their class
-#: in games.py (the top row of a wall or lava block, "WallTop"/"LavaTop", is drawn as a surface)
-#: or that games.py declares no class for (the out-of-bounds tile of dodgeball and fruitbot).
-TILE_REFINEMENTS: Mapping[str, Mapping[int, str]] = {
-    "climber": {16: "WallTop"},
-    "coinrun": {16: "WallTop", 18: "LavaTop"},
-    "dodgeball": {10: "OutOfBounds"},
-    "fruitbot": {2: "OutOfBounds"},
-    "jumper": {7: "WallTop"},
-}
-
-
-def look(game: str, name: str) -> Look | None:
-    """How ``name`` (an entity type or tile class of ``game``, or a presentation-only tile name)
-    is drawn in ``game``; None if neither GAME_LOOKS nor LOOKS has it."""
-    found = GAME_LOOKS.get(game, {}).get(name)
-    return found if found is not None else LOOKS.get(name)
-
-
-def _glyph(game: str, name: str) -> Glyph | None:
-    found = look(game, name)
-    if found is None:
-        return None
-    return Glyph(found.char, name, found.style, found.priority, found.note)
-
-
-def _tile_names(game: Game) -> Dict[int, str]:
-    """Tile id -> name: the games.py classes in their order (refined where TILE_REFINEMENTS
-    says), then Space, then the refinements of ids that have no class."""
-    refined = TILE_REFINEMENTS.get(game.name, {})
-    names = {tile: refined.get(tile, cls) for cls, ids in game.tiles.items() for tile in ids}
-    names[SPACE_TILE] = "Space"
-    for tile, name in refined.items():
-        names.setdefault(tile, name)
-    return names
-
-
-def _glyphs(game: str, names: Mapping[int, str]) -> Dict[int, Glyph]:
-    """id -> glyph; ids whose name has no look are left out (and drawn as "?")."""
-    out = {}
-    for i, name in names.items():
-        glyph = _glyph(game, name)
-        if glyph is not None:
-            out[i] = glyph
-    return out
-
-
-#: game -> tile id -> glyph, for every tile id of the game's classes, SPACE_TILE and refinements.
-TILE_GLYPHS: Mapping[str, Mapping[int, Glyph]] = {
-    name: _glyphs(name, _tile_names(game)) for name, game in GAMES.items()
-}
-
-#: game -> entity type id -> glyph (the default glyph; see _VARIANTS for state-dependent ones).
-ENTITY_GLYPHS: Mapping[str, Mapping[int, Glyph]] = {
-    name: _glyphs(name, game.entity_types) for name, game in GAMES.items()
-}
-
-
-def _fill_types(game: Game) -> FrozenSet[int]:
-    fill = {t for t, n in game.entity_types.items() if (found := look(game.name, n)) and found.fill}
-    return frozenset(fill)
-
-
-#: game -> entity type ids drawn over their whole extent rather than one tile (Look.fill).
-FILL_TYPES: Mapping[str, FrozenSet[int]] = {name: _fill_types(game) for name, game in GAMES.items()}
-
-
 def _default(game: str, name: str) -> Glyph:
-    glyph = _glyph(game, name)
+    glyph = glyph_of(game, name)
     if glyph is None:
         raise KeyError(f"{game}: no look for {name!r}; add it to LOOKS or GAME_LOOKS")
     return glyph
@@ -256,7 +80,7 @@ _OOB_BLANK = Glyph(" ", "OutOfBounds", "")
 
 # State-dependent glyphs (_VARIANTS) and their legend entries (_VARIANT_LEGEND).
 _FISH_SMALLER = _default("bigfish", "Fish")
-_FISH_BIGGER = Glyph("F", "Fish", _LETHAL, note="bigger: lethal")
+_FISH_BIGGER = Glyph("F", "Fish", LETHAL_STYLE, note="bigger: lethal")
 _ENEMY = _default("chaser", "Enemy")
 _ENEMY_EDIBLE = Glyph("e", "Enemy", "bold bright_blue", note="edible")
 _SHIP = _default("plunder", "Ship")
@@ -407,7 +231,7 @@ def choose_view(batch: StateBatch, i: int = 0, mode: str | None = None) -> View:
     if mode == "full":
         return View(0, 0, w, h, "full")
     if mode != "window":
-        raise ValueError(f"view mode must be 'window' or 'full', not {mode!r}")
+        raise UsageError(f"view mode must be 'window' or 'full', not {mode!r}")
     camera = (float(batch.scalars[k][i]) for k in ("center_x", "center_y", "view_dim"))
     try:
         crop = Window.from_camera(*camera)
@@ -575,7 +399,7 @@ def _all_fields(batch: StateBatch, i: int) -> np.ndarray:
         f for f in ("x", "y", "rx", "ry", "type", "use_abs_coords") if f not in batch.entity_fields
     ]
     if missing:
-        raise ValueError(f"render needs entity fields {missing}; parse with all entity fields")
+        raise UsageError(f"render needs entity fields {missing}; parse with all entity fields")
     out = np.zeros((len(ents), len(ENTITY_FIELDS)), dtype=np.float32)
     for j, name in enumerate(batch.entity_fields):
         out[:, _F[name]] = ents[:, j]

@@ -35,6 +35,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from procgen_entities.errors import UsageError
 from procgen_entities.games import GAME_NAMES, get_game
 from procgen_entities.tools.plot import load_run, smooth
 
@@ -107,7 +108,7 @@ def time_to_return(folder: Path, target: Optional[float] = None,
     if target is None:
         target = get_game(run.meta["game"]).anchors.get("procgen_ppo")
         if target is None:
-            raise ValueError(f"{folder}: {run.meta['game']} has no procgen_ppo anchor")
+            raise UsageError(f"{folder}: {run.meta['game']} has no procgen_ppo anchor")
     trailing = smooth(run.returns, window)
     counted = np.arange(1, len(trailing) + 1) >= min(window, len(trailing))
     reached = np.flatnonzero((trailing >= target) & counted)

@@ -27,6 +27,7 @@ import numpy as np
 from entity_gym.env import ObsSpace, VecEnv, VecObs
 from ragged_buffer import RaggedBufferI64
 
+from procgen_entities.errors import UsageError
 from procgen_entities.games import GAMES, NUM_ACTIONS, get_game
 from procgen_entities.tools.plot import MACHINE_OVERRIDES
 
@@ -163,14 +164,14 @@ def make_env(
         )  # fmt: skip
     if kind == "seed-style":
         if defaults.tilemap:
-            raise ValueError("the seed-style env has no tilemap entities: pass --tilemap none")
+            raise UsageError("the seed-style env has no tilemap entities: pass --tilemap none")
         from entity_gym.env import EnvList
 
         from procgen_entities.entity_gym.baselines import SeedStyleEnv
 
         seeds = iter(range(seed, seed + num_envs))  # one procgen per env: give each its own levels
         return EnvList(lambda: SeedStyleEnv(game, next(seeds), **options), num_envs)
-    raise ValueError(f"unknown env kind {kind!r}; valid: fast, seed-style")
+    raise UsageError(f"unknown env kind {kind!r}; valid: fast, seed-style")
 
 
 def run_random_policy(env: EpisodeLogger, steps: int, metrics: TextIO, bar: Any, seed: int) -> None:
