@@ -3,8 +3,11 @@
 No RL framework is imported: the entity-gym and Gymnasium adapters build their observations on
 top of a ProcgenStepper. A step with the default (headless) engine: this package's thread pool
 runs procgen's own game logic for every env (``Game::step`` without its render, see
-procgen_entities/engine), writes each state straight from procgen's game objects and validates
-it. The ``get_state`` engine lets procgen step and render on its own threads and calls procgen's
+procgen_entities/engine). ``step`` then writes each state straight from procgen's game objects
+and validates it; ``step_observe`` (what both adapters call) reads each game straight into an
+observation builder's outputs in the same pool run instead, and ``advance`` reads nothing: the
+states are written only when asked for (``collector``, ``step_values``, ``get_states``). The
+``get_state`` engine lets procgen step and render on its own threads and calls procgen's
 serializer from the pool; ``direct`` lets procgen step and reads the objects.
 
 Episode boundaries are procgen's: after an episode ends the states are already the next level's
