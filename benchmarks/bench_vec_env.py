@@ -6,6 +6,8 @@
 Each game runs with its training observation (Game.training_tilemap, coinrun "columns"; every
 game: relative_positions=True), random actions, hard mode. Runners, all with the same env count:
   pixels          procgen act + observe: what pixel agents pay (the baseline of the ratios)
+  logic only      the stepper's headless step with no observation at all (ProcgenStepper.advance):
+                  procgen's game logic and our stepping, the ceiling of every entity runner
   serial          procgen act + get_state in a Python loop: states, no entities
   headless/direct/get_state   ProcgenVecEnv with that engine, default threads (cores)
   headless 1 thread           thread scaling of the default engine
@@ -13,7 +15,8 @@ game: relative_positions=True), random actions, hard mode. Runners, all with the
   gymnasium training   EntityVectorEnv.for_training (the training recipe's tilemap and caps),
                   in the mode the others play
   seed-style      (--seed-style) one procgen env per env, Python parse, entity-gym EnvList
-Then where a headless step's time goes. Prints ratios; machines are noisy, so compare within a run.
+Then where a headless step's time goes. Prints each runner's ratio to pixels, to the logic-only
+row and to get_state; machines are noisy, so compare within a run.
 
 Without entity-gym (the procgen-gym stack on Python 3.13, where ragged-buffer has no wheels)
 the ProcgenVecEnv rows and the breakdown are left out and the engines are measured through
@@ -35,6 +38,7 @@ from procgen_entities.backends import backend_name
 from procgen_entities.games import NUM_ACTIONS, get_game
 from procgen_entities.gymnasium import EntityVectorEnv
 from procgen_entities.procgen_envs import make_procgen_env
+from procgen_entities.stepper import ProcgenStepper
 
 try:
     from ragged_buffer import RaggedBufferI64
@@ -123,7 +127,20 @@ def procgen_runners(game: str, n: int, raw: np.ndarray, closers: List[Any]) -> R
             pixel_env.act(raw[i % 32])
             pixel_env.observe()
 
-    return {"pixels": pixels, "serial": serial}
+    return {"pixels": pixels, "logic only": logic_runner(game, n, raw, closers), "serial": serial}
+
+
+def logic_runner(game: str, n: int, raw: np.ndarray, closers: List[Any]) -> Callable[[int], None]:
+    """The headless stepper stepping its games and reading nothing (ProcgenStepper.advance)."""
+    stepper = ProcgenStepper(game, n, seed=0, engine="headless")
+    closers.append(stepper)
+    stepper.restart()
+
+    def logic(k: int) -> None:
+        for i in range(k):
+            stepper.advance(raw[i % 32])
+
+    return logic
 
 
 def vec_runner(vec: Any, acts: List[Dict[str, Any]]) -> Callable[[int], None]:
@@ -174,7 +191,8 @@ def bench_game(game: str, n: int, steps: int, repeats: int, seed_style: bool) ->
         runners.update({name: vec_runner(vec, acts) for name, vec in vecs.items()})
         runners.update({name: gymnasium_runner(env, raw) for name, env in gym_envs.items()})
         block = {name: steps for name in runners}
-        for fast in ("headless", "headless 1 thread", "gymnasium", "gymnasium training"):
+        for fast in ("logic only", "headless", "headless 1 thread", "gymnasium",
+                     "gymnasium training"):  # fmt: skip
             block[fast] = steps * 4  # fast: longer blocks
         if seed_style:
             runners["seed-style"] = seed_style_runner(game, n, closers)
@@ -199,21 +217,26 @@ def gymnasium_env(game: str, n: int, engine: str = "auto") -> EntityVectorEnv:
 
 
 def breakdown(game: str, n: int, steps: int) -> Dict[str, float]:
-    """µs per env step in each phase of a headless ProcgenVecEnv.act: the stepper's step (the
-    action check, the C step writing every state, the parse of the scalars) and the
-    observation built from those states."""
+    """µs per env step in each phase of a headless ProcgenVecEnv.act: the native call (step and
+    observation, its arrays made first) against the game logic alone (the same envs stepped
+    with nothing read), and the VecObs made of the native outputs in Python."""
     vec = vec_env(game, n, engine="headless")
-    space = vec.obs_space()
-    acts = action_batches(n)
-    phases = dict.fromkeys(["step + write states (C)", "observation (C gather + Python)"], 0.0)
+    view = vec._view_for(vec.obs_space())
+    acts = [a["move"].as_array().reshape(-1).astype(np.int32) for a in action_batches(n)]
+    phases = dict.fromkeys(
+        ["game logic alone (advance)", "step + observation (one native call)", "VecObs (Python)"],
+        0.0,
+    )
     for i in range(steps):
-        chosen = acts[i % 32]["move"].as_array().reshape(-1).astype(np.int32)
         t0 = time.perf_counter()
-        vec.step(chosen)
+        vec.advance(acts[i % 32])
         t1 = time.perf_counter()
-        vec._observe(space)
+        outs = view.outputs()
+        result = vec.step_observe(acts[(i + 1) % 32], view.builder, outs)
         t2 = time.perf_counter()
-        for key, dt in zip(phases, (t1 - t0, t2 - t1)):
+        view.vec_obs(result, outs)
+        t3 = time.perf_counter()
+        for key, dt in zip(phases, (t1 - t0, t2 - t1, t3 - t2)):
             phases[key] += dt
     vec.close()
     return {k: v / steps / n * 1e6 for k, v in phases.items()}
@@ -235,19 +258,24 @@ def main() -> None:
     for game in args.games:
         for n in args.envs:
             results = bench_game(game, n, args.steps, args.repeats, args.seed_style)
-            pixels = results["pixels"]
-            get_state = results.get("get_state", results.get("gymnasium get_state", 0.0))
-            print(f"\n{game}, {n} envs")
-            print(f"  {'':20s} {'steps/s':>9s} {'vs pixels':>10s} {'vs get_state':>13s}")
-            for name, value in results.items():
-                print(
-                    f"  {name:20s} {value:9.0f} {value / pixels:9.2f}x {value / get_state:12.2f}x"
-                )
+            print_rates(f"{game}, {n} envs", results)
         if not HAVE_ENTITY_GYM:
             continue
         print(f"  where a headless step goes ({args.envs[0]} envs, µs per env step):")
         for name, us in breakdown(game, args.envs[0], 200).items():
-            print(f"    {name:34s} {us:7.2f}")
+            print(f"    {name:38s} {us:7.2f}")
+
+
+def print_rates(title: str, results: Dict[str, float]) -> None:
+    """Steps/s of every runner and its ratios to pixels, to the logic-only row and to
+    get_state."""
+    pixels, logic = results["pixels"], results["logic only"]
+    get_state = results.get("get_state", results.get("gymnasium get_state", 0.0))
+    print(f"\n{title}")
+    print(f"  {'':20s} {'steps/s':>9s} {'vs pixels':>10s} {'vs logic':>9s} {'vs get_state':>13s}")
+    for name, value in results.items():
+        print(f"  {name:20s} {value:9.0f} {value / pixels:9.2f}x {value / logic:8.2f}x "
+              f"{value / get_state:12.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

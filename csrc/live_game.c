@@ -303,7 +303,8 @@ static void step_one(void *raw, int64_t k) {
     void *g = job->source->games[k];
     int64_t i = job->first + k;
     if (pe_live_step_game(spec, g, job->actions[k], job->flags, i, job->terminal_set,
-                          job->game_spec, job->outputs))
+                          job->game_spec, job->outputs) &&
+        job->set != NULL)
         write_and_measure(job->set, i, spec, g, job->game_spec);
 }
 
@@ -324,7 +325,8 @@ pe_status pe_live_step(pe_pool *pool, const pe_live_source *source, const int32_
                        const pe_game_spec *game_spec, int flags, pe_live_outputs *outputs,
                        int64_t *bad_index, pe_error *err) {
     *bad_index = -1;
-    if (first < 0 || count < 0 || count > source->n_games || first + count > set->n ||
+    int64_t slots = set != NULL ? set->n : terminal_set != NULL ? terminal_set->n : INT64_MAX;
+    if (first < 0 || count < 0 || count > source->n_games || first + count > slots ||
         (terminal_set != NULL && first + count > terminal_set->n)) {
         err->status = PE_ERR_SPEC;
         err->offset = 0;
@@ -333,7 +335,7 @@ pe_status pe_live_step(pe_pool *pool, const pe_live_source *source, const int32_
     }
     step_job job = {source, actions, first, set, terminal_set, game_spec, flags, outputs};
     pe_pool_run(pool, count, step_one, &job);
-    pe_status status = first_failure(set, first, count, bad_index, err);
+    pe_status status = set != NULL ? first_failure(set, first, count, bad_index, err) : PE_OK;
     if (status != PE_OK || terminal_set == NULL) return status;
     for (int64_t i = first; i < first + count; i++)
         if (outputs->terminal[i] && terminal_set->status[i] != PE_OK) {

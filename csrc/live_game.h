@@ -136,7 +136,9 @@ typedef struct {
  * the step returns the terminal state and marks pending; the next step of that env only resets.
  * With PE_LIVE_RESET_ONLY nothing steps: the envs marked pending reset (their actions are
  * ignored) and the others keep their state and slot untouched (Gymnasium's reset_mask).
- * Returns PE_OK or the status of the lowest failing slot (*bad_index, *err). */
+ * With set NULL nothing is written but the terminal states: the game logic alone (the outputs
+ * index slots first + k as before). Returns PE_OK or the status of the lowest failing slot
+ * (*bad_index, *err). */
 pe_status pe_live_step(pe_pool *pool, const pe_live_source *source, const int32_t *actions,
                        int32_t count, int64_t first, pe_state_set *set, pe_state_set *terminal_set,
                        const pe_game_spec *game_spec, int flags, pe_live_outputs *outputs,

@@ -24,6 +24,8 @@ typedef struct {
     size_t grid_cap;
     const uint8_t **records;
     size_t records_cap;
+    int64_t kept[PE_OBS_MAX_TYPES];             /* ragged: rows of each type, in the scratch */
+    const float *kept_rows[PE_OBS_MAX_TYPES];
     pe_status status;
     pe_error err;
 } work;
@@ -47,6 +49,9 @@ struct pe_obs_builder {
     int32_t slot_start[PE_MAX_SLOTS + 1];       /* floats before slot s in a state's rows */
     int32_t bytes_field_at[PE_ENTITY_FIELDS];   /* get_state records: field f at 4 f */
     uint8_t bytes_field_kind[PE_ENTITY_FIELDS];
+    int64_t call_count;                         /* states of the call in flight */
+    int64_t ragged_count;                       /* states the last ragged call kept, or -1 */
+    int64_t *starts;                            /* [n_types, n]: pe_obs_ragged_rows' first rows */
     work *work;
 };
 
@@ -324,6 +329,17 @@ static pe_status pad_type(const pe_obs_builder *b, work *w, int32_t t, const flo
     return PE_OK;
 }
 
+/* Output type t of state k from `count` rows: padded into out's arrays, or (ragged) kept in
+ * the scratch they are in, only counted. */
+static pe_status emit_type(const pe_obs_builder *b, work *w, int32_t t, const float *rows,
+                           int64_t count, const pe_obs_out *out, int64_t k, int64_t *dropped) {
+    if (out->counts == NULL) return pad_type(b, w, t, rows, count, out, k, dropped);
+    w->kept[t] = count;
+    w->kept_rows[t] = rows;
+    out->counts[(int64_t)t * b->call_count + k] = count;
+    return PE_OK;
+}
+
 /* The camera square as a crop, as tilemap.camera_crops places it (float64 arithmetic). */
 static pe_status camera_crop(const pe_obs_builder *b, const reader *r, work *w, int32_t *crop,
                              float *ref) {
@@ -381,12 +397,13 @@ static pe_status tiles(const pe_obs_builder *b, reader *r, work *w, const int32_
         return fail(w, PE_ERR_SPEC, "tilemap");
     int32_t first = s->plan->n_slots;
     for (int32_t t = 0; t < b->n_tile_types; t++)
-        if (pad_type(b, w, first + t, outs[t], counts[t], out, k, dropped) != PE_OK)
+        if (emit_type(b, w, first + t, outs[t], counts[t], out, k, dropped) != PE_OK)
             return w->status;
     return PE_OK;
 }
 
-/* procgen's get_obj_from_floats (basic-abstract-game.cpp:167-185), as state_set.c's cell_at. */
+/* procgen's get_obj_from_floats (basic-abstract-game.cpp:167-185): negative coordinates and
+ * cells off the grid are outside (features.batch_footing's _cell_at in numpy). */
 static double cell_at(const reader *r, float x, float y) {
     if (x < 0 || y < 0) return PE_CELL_OUTSIDE;
     float fx = floorf(x), fy = floorf(y);
@@ -394,7 +411,8 @@ static double cell_at(const reader *r, float x, float y) {
     return (double)grid_cell(r, (int64_t)fx + (int64_t)fy * r->width);
 }
 
-/* features.on_ground for one state (the footing of state_set.h's pe_fill_player_footing). */
+/* features.on_ground for one state: what the player stands on, probed where procgen's
+ * platformers do before each step (x -+ (rx - .01), y - (ry + .01); coinrun.cpp:458-461). */
 static double on_ground(const pe_obs_builder *b, reader *r) {
     const pe_obs_support *sup = &b->spec.support;
     const uint8_t *p = r->records[0];
@@ -451,6 +469,27 @@ static void step_values(const pe_obs_builder *b, const reader *r, const pe_obs_o
     if (out->prev_level_seed) out->prev_level_seed[k] = (int64_t)scalar(r, b->id.prev_level_seed);
 }
 
+/* The window's tiles and (padded output) the class image of state k. */
+static pe_status window(pe_obs_builder *b, work *w, reader *r, const pe_obs_out *out, int64_t k,
+                        int64_t *dropped) {
+    const pe_obs_spec *s = &b->spec;
+    int image = s->image != NULL && out->counts == NULL;
+    if (s->tiles == NULL && !image) return PE_OK;
+    int32_t crop[4];
+    float ref[2];
+    if (camera_crop(b, r, w, crop, ref) != PE_OK) return w->status;
+    const int32_t *grid = window_grid(r, w, crop);
+    if (grid == NULL) return fail(w, PE_ERR_MEMORY, "grid");
+    if (s->tiles != NULL && tiles(b, r, w, crop, ref, grid, out, k, dropped) != PE_OK)
+        return w->status;
+    if (image) {
+        uint8_t *img = out->image + k * (int64_t)s->image_size * s->image_size;
+        tm_class_image(grid, r->height, r->width, s->image, crop, s->image_size, img);
+        if (s->image_marks != NULL) mark_entities(b, r, crop, img);
+    }
+    return PE_OK;
+}
+
 static pe_status build(pe_obs_builder *b, work *w, reader *r, const pe_obs_out *out, int64_t k) {
     const pe_obs_spec *s = &b->spec;
     int64_t counts[PE_MAX_SLOTS], dropped = 0;
@@ -463,25 +502,12 @@ static pe_status build(pe_obs_builder *b, work *w, reader *r, const pe_obs_out *
     gather(b, r, w->rows, counts);
     for (int32_t t = 0; t < s->plan->n_slots; t++) {
         const float *rows = w->rows + (int64_t)b->slot_start[t] * r->n_entities;
-        if (pad_type(b, w, t, rows, counts[t], out, k, &dropped) != PE_OK) return w->status;
+        if (emit_type(b, w, t, rows, counts[t], out, k, &dropped) != PE_OK) return w->status;
     }
-    if (s->tiles != NULL || s->image != NULL) {
-        int32_t crop[4];
-        float ref[2];
-        if (camera_crop(b, r, w, crop, ref) != PE_OK) return w->status;
-        const int32_t *grid = window_grid(r, w, crop);
-        if (grid == NULL) return fail(w, PE_ERR_MEMORY, "grid");
-        if (s->tiles != NULL && tiles(b, r, w, crop, ref, grid, out, k, &dropped) != PE_OK)
-            return w->status;
-        if (s->image != NULL) {
-            uint8_t *img = out->image + k * (int64_t)s->image_size * s->image_size;
-            tm_class_image(grid, r->height, r->width, s->image, crop, s->image_size, img);
-            if (s->image_marks != NULL) mark_entities(b, r, crop, img);
-        }
-    }
+    if (window(b, w, r, out, k, &dropped) != PE_OK) return w->status;
     for (int32_t j = 0; j < s->n_globals; j++)
         out->globals[k * s->n_globals + j] = (float)global_value(b, r, s->global_ops + 3 * j);
-    out->dropped[k] = dropped;
+    if (out->counts == NULL) out->dropped[k] = dropped;
     step_values(b, r, out, k);
     if (r->bad) return fail(w, PE_ERR_TRUNCATED, "live trailer vector");
     w->status = PE_OK;
@@ -603,8 +629,12 @@ pe_obs_builder *pe_obs_create(const pe_obs_spec *spec, const pe_game_spec *game,
     }
     const pe_entity_plan *plan = spec->plan;
     for (int32_t s = 0; s <= plan->n_slots; s++) b->slot_start[s] = plan->feature_start[s];
+    b->ragged_count = -1;
     b->work = (work *)calloc((size_t)n, sizeof(work));
-    if (b->work == NULL) {
+    b->starts = (int64_t *)calloc((size_t)n * (size_t)(spec->n_types + 1), sizeof(int64_t));
+    if (b->work == NULL || b->starts == NULL) {
+        free(b->work);
+        free(b->starts);
         free(b);
         *status = PE_ERR_MEMORY;
         return NULL;
@@ -625,6 +655,7 @@ void pe_obs_destroy(pe_obs_builder *b) {
         free(w->records);
     }
     free(b->work);
+    free(b->starts);
     free(b);
 }
 
@@ -685,6 +716,18 @@ static pe_status refuse(pe_error *err, const char *field) {
     return PE_ERR_SPEC;
 }
 
+/* One pool run of `count` states; a ragged one's rows are then there to copy. */
+static pe_status run(pe_pool *pool, int64_t count, pe_task_fn fn, obs_job *job,
+                     int64_t *bad_index, pe_error *err) {
+    pe_obs_builder *b = job->b;
+    b->call_count = count;
+    b->ragged_count = -1;
+    pe_pool_run(pool, count, fn, job);
+    pe_status status = first_failure(b, count, bad_index, err);
+    if (status == PE_OK && job->out->counts != NULL) b->ragged_count = count;
+    return status;
+}
+
 pe_status pe_obs_from_states(pe_pool *pool, pe_obs_builder *b, const pe_state_set *set,
                              const int64_t *indices, int64_t count, const pe_obs_out *out,
                              int64_t *bad_index, pe_error *err) {
@@ -693,8 +736,7 @@ pe_status pe_obs_from_states(pe_pool *pool, pe_obs_builder *b, const pe_state_se
     for (int64_t k = 0; indices != NULL && k < count; k++)
         if (indices[k] < 0 || indices[k] >= set->n) return refuse(err, "indices");
     obs_job job = {b, set, indices, NULL, NULL, NULL, NULL, 0, NULL, out};
-    pe_pool_run(pool, count, from_states_one, &job);
-    return first_failure(b, count, bad_index, err);
+    return run(pool, count, from_states_one, &job, bad_index, err);
 }
 
 pe_status pe_obs_from_live(pe_pool *pool, pe_obs_builder *b, const pe_live_source *source,
@@ -702,8 +744,7 @@ pe_status pe_obs_from_live(pe_pool *pool, pe_obs_builder *b, const pe_live_sourc
     *bad_index = -1;
     if (source->n_games != b->n) return refuse(err, "live games");
     obs_job job = {b, NULL, NULL, source, NULL, NULL, NULL, 0, NULL, out};
-    pe_pool_run(pool, source->n_games, from_live_one, &job);
-    return first_failure(b, source->n_games, bad_index, err);
+    return run(pool, source->n_games, from_live_one, &job, bad_index, err);
 }
 
 pe_status pe_obs_step_live(pe_pool *pool, pe_obs_builder *b, const pe_live_source *source,
@@ -714,8 +755,7 @@ pe_status pe_obs_step_live(pe_pool *pool, pe_obs_builder *b, const pe_live_sourc
     if (source->n_games != b->n || (terminal_set != NULL && terminal_set->n < b->n))
         return refuse(err, "live games");
     obs_job job = {b, NULL, NULL, source, actions, terminal_set, game_spec, flags, outputs, out};
-    pe_pool_run(pool, source->n_games, step_one, &job);
-    pe_status status = first_failure(b, source->n_games, bad_index, err);
+    pe_status status = run(pool, source->n_games, step_one, &job, bad_index, err);
     if (status != PE_OK || terminal_set == NULL) return status;
     for (int64_t i = 0; i < source->n_games; i++)
         if (outputs->terminal[i] && terminal_set->status[i] != PE_OK) {
@@ -723,5 +763,68 @@ pe_status pe_obs_step_live(pe_pool *pool, pe_obs_builder *b, const pe_live_sourc
             *err = terminal_set->errors[i];
             return terminal_set->status[i];
         }
+    return PE_OK;
+}
+
+/* ---- copying a ragged call's rows ---- */
+
+typedef struct {
+    const pe_obs_builder *b;
+    const pe_obs_rows *out;
+    int64_t count;
+} copy_job;
+
+static void copy_one(void *raw, int64_t k) {
+    const copy_job *job = (const copy_job *)raw;
+    const pe_obs_builder *b = job->b;
+    const work *w = &b->work[k];
+    for (int32_t t = 0; t < b->spec.n_types; t++) {
+        const pe_obs_rows *o = &job->out[t];
+        int64_t m = w->kept[t];
+        if (o->rows == NULL || m == 0) continue;
+        int32_t nf = b->spec.types[t].width;
+        const float *src = w->kept_rows[t];
+        float *dst = o->rows + b->starts[(int64_t)t * job->count + k] * o->width;
+        if (o->columns == NULL) {
+            memcpy(dst, src, (size_t)m * (size_t)nf * sizeof(float));
+            continue;
+        }
+        for (int64_t e = 0; e < m; e++, src += nf, dst += o->width)
+            for (int32_t j = 0; j < o->width; j++) dst[j] = src[o->columns[j]];
+    }
+}
+
+/* Output t's first row of each state (b->starts), or 0 when out[t] cannot hold them all. */
+static int place_rows(pe_obs_builder *b, int32_t t, int64_t count, const pe_obs_rows *o) {
+    int32_t nf = b->spec.types[t].width;
+    if (o->width < 0 || (o->columns == NULL && o->width != nf)) return 0;
+    for (int32_t j = 0; o->columns != NULL && j < o->width; j++)
+        if (o->columns[j] < 0 || o->columns[j] >= nf) return 0;
+    int64_t rows = 0;
+    for (int64_t k = 0; k < count; k++) {
+        b->starts[(int64_t)t * count + k] = rows;
+        rows += b->work[k].kept[t];
+    }
+    return rows * o->width <= o->capacity;
+}
+
+static pe_status bad_rows(pe_error *err) {
+    refuse(err, "ragged rows");
+    err->status = PE_ERR_ARG;
+    return PE_ERR_ARG;
+}
+
+pe_status pe_obs_ragged_rows(pe_pool *pool, pe_obs_builder *b, int64_t count,
+                             const pe_obs_rows *out, int64_t *totals, pe_error *err) {
+    if (count < 0 || count != b->ragged_count) return bad_rows(err);
+    for (int32_t t = 0; t < b->spec.n_types; t++)
+        if (out[t].rows != NULL && !place_rows(b, t, count, &out[t])) return bad_rows(err);
+    for (int64_t k = 0; totals != NULL && k < count; k++) {
+        totals[k] = 0;
+        for (int32_t t = 0; t < b->spec.n_types; t++)
+            if (out[t].rows != NULL) totals[k] += b->work[k].kept[t];
+    }
+    copy_job job = {b, out, count};
+    pe_pool_run(pool, count, copy_one, &job);
     return PE_OK;
 }

@@ -12,6 +12,11 @@
  * gathered into per-state scratch (derived features filled), ranked nearest first and padded;
  * the tiles of the window counted, written and padded; the image; the globals; the step's
  * reward, done, level_complete and seeds. States are independent, so they run on the pool.
+ *
+ * Ragged output (entity-gym's ragged buffers, pe_obs_out.counts): no caps, no ranking. Each
+ * state's rows stay in its scratch, in the order gathered (entities in the state's order, tiles
+ * in the tilemap's), and only their counts are written; pe_obs_ragged_rows then copies every
+ * row, state after state, into flat [rows, width] arrays the caller sized from the counts.
  */
 #ifndef PE_OBSERVATION_H
 #define PE_OBSERVATION_H
@@ -95,6 +100,10 @@ typedef struct {
 typedef struct {
     float *values[PE_OBS_MAX_TYPES];     /* [count, cap, width] */
     uint8_t *masks[PE_OBS_MAX_TYPES];    /* [count, cap] */
+    int64_t *counts;                     /* NULL: padded. Else ragged: [n_types, count] rows of
+                                          * each type and state (values, masks, image and
+                                          * dropped are not written; pe_obs_ragged_rows copies
+                                          * the rows) */
     float *globals;                      /* [count, n_globals] */
     uint8_t *image;                      /* [count, size, size] or NULL */
     int64_t *dropped;                    /* [count] rows beyond the caps */
@@ -130,6 +139,23 @@ pe_status pe_obs_step_live(pe_pool *pool, pe_obs_builder *builder, const pe_live
                            const int32_t *actions, pe_state_set *terminal_set,
                            const pe_game_spec *game_spec, int flags, pe_live_outputs *outputs,
                            const pe_obs_out *out, int64_t *bad_index, pe_error *err);
+
+/* One output type of pe_obs_ragged_rows. */
+typedef struct {
+    float *rows;             /* [the type's rows over all states, width]; NULL: not copied */
+    int64_t capacity;        /* floats at rows */
+    int32_t width;           /* floats per output row */
+    const int32_t *columns;  /* per output column, the type's column it holds; NULL: all of
+                              * them in order (width = the type's width) */
+} pe_obs_rows;
+
+/* The rows the last call kept, when it was ragged and for `count` states: type t's rows of
+ * states 0 .. count - 1, state after state, into out[t] (n_types entries); totals[k] (NULL:
+ * not written) = the rows of state k over the types copied. PE_ERR_ARG when the last call was
+ * not a ragged one of `count` states, or an output is too small or names a column the type
+ * lacks. */
+pe_status pe_obs_ragged_rows(pe_pool *pool, pe_obs_builder *builder, int64_t count,
+                             const pe_obs_rows *out, int64_t *totals, pe_error *err);
 
 #ifdef __cplusplus
 }

@@ -4,8 +4,9 @@
  * A pe_state_set owns one buffer per env (1 MiB by default: procgen aborts the process if its
  * buffer is too small; untouched pages are never committed, so the cost is the state's size).
  * pe_collect fills a contiguous range of the set from one procgen vec env; pe_fill_states and
- * pe_plan_* read all of it. Entity gathering follows a pe_entity_plan: which procgen types go to
- * which output slot (entity-gym entity type), with which features, in what order.
+ * pe_fill_vector_heads read all of it. A pe_entity_plan says which procgen types go to which
+ * output slot (entity-gym entity type), with which features, in what order: the observation
+ * builder (observation.h) gathers by it.
  * Every function that takes a pool also accepts NULL (run on the calling thread): filling costs
  * a few µs per state, so for a few dozen states waking the pool costs more than it saves.
  */
@@ -54,18 +55,9 @@ pe_status pe_collect(pe_pool *pool, pe_get_state_fn get_state, void *env, int32_
 void pe_fill_states(pe_pool *pool, const pe_state_set *set, const pe_game_spec *spec,
                     double *scalars, double *trailer_scalars, int32_t *grid);
 
-/* Only rows [first_row[i], first_row[i] + n_rows[i]) (clipped to the grid) of each state's grid
- * into grid (stride width*height): what a camera window reads, at a fraction of a full copy. */
-void pe_fill_grid_rows(pe_pool *pool, const pe_state_set *set, const int32_t *first_row,
-                       const int32_t *n_rows, int32_t *grid);
-
-/* What the player stands on, for every state: footing[3 * i + k] is the grid cell under its
- * bottom-left (k = 0) and bottom-right (k = 1) corner, probed where procgen's platformers do
- * before each step (x -+ (rx - .01), y - (ry + .01); coinrun.cpp:458-461), PE_CELL_OUTSIDE when
- * the point is off the grid; k = 2 is the player's vy. A failed state (or one without entities)
- * gets NaN in all three. The player is the first entity record. */
+/* The cell value of a point off the grid where the platformers' support is probed (procgen's
+ * get_obj_from_floats; observation.h's on_ground, features.batch_footing). */
 #define PE_CELL_OUTSIDE (-1.0)
-void pe_fill_player_footing(pe_pool *pool, const pe_state_set *set, double *footing);
 
 /* The first max_items items of every trailer vector, zero-padded: heads[(i * V + v) * max_items
  * + k] for state i, vector v; lengths[i * V + v] the vector's full length. For the small
@@ -95,16 +87,6 @@ typedef struct {
 
 /* PE_OK if the plan is usable with this spec, PE_ERR_SPEC otherwise. */
 pe_status pe_plan_check(const pe_entity_plan *plan, const pe_game_spec *spec);
-
-/* counts[s * n + i] = entities of state i that go to slot s. */
-void pe_plan_count(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,
-                   const pe_game_spec *spec, int64_t *counts);
-
-/* Slot s's rows start at out + slot_offsets[s] (floats), one row per entity in state order,
- * features in plan order. counts as returned by pe_plan_count. PE_OK, or PE_ERR_MEMORY. */
-pe_status pe_plan_fill(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,
-                  const pe_game_spec *spec, const int64_t *counts, const int64_t *slot_offsets,
-                  float *out);
 
 #ifdef __cplusplus
 }

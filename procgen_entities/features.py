@@ -2,9 +2,12 @@
 
 ``feature_space(game)`` gives the entity types, their features and the global features;
 ``EntityPlan`` turns a feature space (or a filter of it, e.g. an entity-gym ObsSpace) into the
-arrays the C gatherer reads; ``global_features`` computes the per-state globals from parsed
-scalars. Games stay data: nothing here is written per game except the few derived values named
-in ``DERIVED_GLOBALS``. No RL framework is imported.
+arrays the native observation builder reads (csrc/observation.h; ``native_plan_inputs`` and
+``native_global_ops`` give the rest of what it takes); ``global_features`` computes the
+per-state globals from parsed scalars in numpy, as the builder computes them in C (the
+reference, procgen_entities/observation_reference.py, and the seed-style baseline use it).
+Games stay data: nothing here is written per game except the few derived values named in
+``DERIVED_GLOBALS``. No RL framework is imported.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ __all__ = [
 #:
 #: - on an entity type of the game, ``rel_x`` is the entity's ``x`` minus the Player entity's
 #:   ``x`` in the same state (``rel_y`` likewise), computed in C from the raw records
-#:   (csrc/state_set.c); the Player itself has none;
+#:   (csrc/observation.c); the Player itself has none;
 #: - on a tilemap type (tilemap.py, ``window=True``), ``rel_x`` is the tile entity's ``x`` minus
 #:   the camera centre ``center_x`` (``Column``: ``rel_y`` is ``height - center_y``).
 #:
@@ -85,7 +88,8 @@ class StepValues:
     vector_heads: Mapping[str, npt.NDArray[Any]]  # trailer vector name -> [n, k] first items
     #: the episode that ended at this step ended by the time limit, not by the game
     truncated: Optional[npt.NDArray[Any]] = None
-    #: platformers: [n, 3] cells under the player's bottom corners and its vy (player_footing)
+    #: platformers: [n, 3] cells under the player's bottom corners and its vy (batch_footing
+    #: of parsed states; None from the stepper, whose on_ground is the builder's, in C)
     footing: Optional[npt.NDArray[Any]] = None
 
 
@@ -158,6 +162,29 @@ def native_global_ops(game: Game, names: Sequence[str]) -> npt.NDArray[Any]:
     return ops
 
 
+def native_plan_inputs(
+    game: Game, plan: "EntityPlan"
+) -> Tuple[npt.NDArray[np.int32], int, Tuple[List[int], int, int]]:
+    """What ``_collector.ObservationBuilder`` takes of a plan besides its arrays: the derived
+    op of every plan feature (pe_derived_feature), the trailer vector ``is_target`` reads (-1:
+    none) and the platformers' support (tile ids, flag trailer scalar or -1, at_rest)."""
+    derived = np.zeros(max(1, len(plan.codes)), dtype=np.int32)
+    for s, slot_derived in enumerate(plan.derived):
+        for column, _ in slot_derived:
+            derived[plan.feature_start[s] + column] = _collector.DERIVED_IS_TARGET
+    vectors = list(game.trailer_vectors)
+    target = vectors.index("target_bools") if "target_bools" in vectors else -1
+    support: Tuple[List[int], int, int] = ([], -1, 0)
+    if game.support is not None:
+        flag = game.support.flag
+        support = (
+            [t for name in game.support.tiles for t in game.tiles[name]],
+            list(game.trailer_scalars).index(flag) if flag is not None else -1,
+            int(game.support.at_rest),
+        )
+    return derived, target, support
+
+
 def on_ground(game: Game, v: StepValues) -> npt.NDArray[Any]:
     """1.0 where the player can jump at the next step (``game.support``): a supporting tile or
     the world's edge under a bottom corner (and, per game, at rest or on a crate). procgen's own
@@ -178,8 +205,12 @@ def on_ground(game: Game, v: StepValues) -> npt.NDArray[Any]:
 
 
 def batch_footing(batch: Any) -> npt.NDArray[Any]:
-    """``player_footing`` of a parsed StateBatch (either parser), computed here in numpy: an
-    independent check of the C version, and the footing of the reference baseline."""
+    """The player's footing of every state of a parsed StateBatch (either parser), in numpy:
+    cells under its bottom-left and bottom-right corner, probed where procgen's platformers do
+    before each step (x -+ (rx - .01), y - (ry + .01); coinrun.cpp:458-461), CELL_OUTSIDE off
+    the grid, and its vy; NaN for a state without entities. What ``on_ground`` reads, for the
+    reference (observation_reference.py) and the seed-style baseline; the native builder
+    computes on_ground itself (csrc/observation.c)."""
     n = len(batch)
     out = np.full((n, 3), np.nan)
     fields = {name: batch.entity_fields.index(name) for name in ("x", "y", "vy", "rx", "ry")}
@@ -312,8 +343,9 @@ def global_features(game: Game, names: Sequence[str], values: StepValues) -> npt
 
 
 class EntityPlan:
-    """Which procgen entities go to which entity type, with which features: the arrays the C
-    gatherer reads, built from a feature space (the full one or a filter of it)."""
+    """Which procgen entities go to which entity type, with which features: the arrays the
+    native observation builder reads, built from a feature space (the full one or a filter of
+    it)."""
 
     def __init__(
         self, game: Game, full_space: _SpaceLike, requested: _SpaceLike, window: bool = True
@@ -374,27 +406,9 @@ class EntityPlan:
 
     @property
     def arrays(self) -> Tuple[npt.NDArray[Any], ...]:
-        """What ``StateCollector.set_plan`` takes."""
+        """The plan as ``_collector.ObservationBuilder`` takes it (csrc/state_set.h's
+        pe_entity_plan)."""
         return (self.type_to_slot, self.feature_start, self.codes, self.condition, self.windowed)
-
-    def gather(
-        self, collector: Any, n: int, values: StepValues
-    ) -> Tuple[List[npt.NDArray[Any]], npt.NDArray[Any]]:
-        """The entities of the ``n`` states in a StateCollector whose plan is this one: float32
-        rows per slot (env after env, derived features filled) and int64 [slots, n] counts."""
-        n_slots = len(self.entity_types)
-        counts = np.empty((n_slots, n), dtype=np.int64)
-        collector.count(counts)
-        offsets = np.zeros(n_slots + 1, dtype=np.int64)
-        np.cumsum(counts.sum(axis=1) * self.widths, out=offsets[1:])
-        flat = np.empty(offsets[-1], dtype=np.float32)
-        collector.gather(counts, offsets, flat)
-        rows = []
-        for s in range(n_slots):
-            slot_rows = flat[offsets[s] : offsets[s + 1]].reshape(-1, int(self.widths[s]))
-            apply_derived_features(slot_rows, self.derived[s], counts[s], values)
-            rows.append(slot_rows)
-        return rows, counts
 
 
 def apply_derived_features(
@@ -404,7 +418,8 @@ def apply_derived_features(
     values: StepValues,
 ) -> None:
     """Fill derived entity columns in place: each column holds its feature's raw index field
-    (``DerivedFeature.index``, gathered there) and becomes that item of the state's vector."""
+    (``DerivedFeature.index``, gathered there) and becomes that item of the state's vector (in
+    numpy, for the reference; the builder does it in C)."""
     if not derived or len(slot_rows) == 0:
         return
     env_of_row = np.repeat(np.arange(len(counts)), counts)

@@ -3,8 +3,11 @@
 No RL framework is imported: the entity-gym and Gymnasium adapters build their observations on
 top of a ProcgenStepper. A step with the default (headless) engine: this package's thread pool
 runs procgen's own game logic for every env (``Game::step`` without its render, see
-procgen_entities/engine), writes each state straight from procgen's game objects and validates
-it. The ``get_state`` engine lets procgen step and render on its own threads and calls procgen's
+procgen_entities/engine). ``step`` then writes each state straight from procgen's game objects
+and validates it; ``step_observe`` (what both adapters call) reads each game straight into an
+observation builder's outputs in the same pool run instead, and ``advance`` reads nothing: the
+states are written only when asked for (``collector``, ``step_values``, ``get_states``). The
+``get_state`` engine lets procgen step and render on its own threads and calls procgen's
 serializer from the pool; ``direct`` lets procgen step and reads the objects.
 
 Episode boundaries are procgen's: after an episode ends the states are already the next level's
@@ -270,15 +273,12 @@ class ProcgenStepper:
         n_vectors = len(self.game.trailer_vectors)
         self._heads = np.zeros((n, n_vectors, VECTOR_HEAD_ITEMS), dtype=np.float64)
         self._head_lengths = np.zeros((n, n_vectors), dtype=np.int64)
-        # platformers: what the player stands on (the on_ground feature)
-        self._footing = np.zeros((n, 3)) if self.game.support is not None else None
         self._done, self._level_complete, self._cur_time, self._timeout = (
             SCALAR_NAMES.index(name) for name in ("done", "level_complete", "cur_time", "timeout")
         )
         self._values = self._step_values_of(
-            self._scalars, self._trailer, self._heads, self._truncated.view(np.bool_),
-            self._footing,
-        )  # fmt: skip
+            self._scalars, self._trailer, self._heads, self._truncated.view(np.bool_)
+        )
 
     def defer_resets(self) -> None:
         """From now on an ended env shows its terminal state and resets on its next step (as
@@ -435,59 +435,74 @@ class ProcgenStepper:
         collector.fill(scalars, trailer)
         if heads.shape[1]:
             collector.vector_heads(heads, lengths)
-        footing = None
-        if self._footing is not None:
-            footing = np.zeros_like(self._footing)
-            collector.player_footing(footing)
         empty = ~collector.collected()
         scalars[empty], trailer[empty], heads[empty] = (
             self._scalars[empty], self._trailer[empty], self._heads[empty],
         )  # fmt: skip
-        if footing is not None and self._footing is not None:
-            footing[empty] = self._footing[empty]
-        return self._step_values_of(scalars, trailer, heads, np.zeros(n, dtype=np.bool_), footing)
+        return self._step_values_of(scalars, trailer, heads, np.zeros(n, dtype=np.bool_))
 
     # ---- the observation builder's steps (csrc/observation.h) ----
 
     @locked
-    def step_observe(self, chosen: npt.ArrayLike, builder: Any, outs: Tuple[Any, ...]) -> None:
+    def step_observe(self, chosen: npt.ArrayLike, builder: Any, outs: Tuple[Any, ...]) -> Any:
         """``step`` and the observation of every env into ``outs`` (``ObservationBuilder``'s
         outputs) in one native call with the headless engine: the games are read directly, no
         state is written (until something asks for the states: ``collector``, ``step_values``,
-        ``get_states``). The other engines step, then build from the collected states."""
+        ``get_states``). The other engines step, then build from the collected states. Returns
+        what the builder returns (a ragged one: the rows of every type, and their totals)."""
         self.check_open()
         actions = check_actions(chosen, self.num_envs)
         if self.engine != "headless":
             self.step(actions)
-            builder.from_states(self._collector, outs)
-            return
+            return builder.from_states(self._collector, outs)
         self._fresh = False
-        builder.step_live(
+        result = builder.step_live(
             self._collector, self._live, actions, self._terminal, self._step_flags,
             self._truncated, self._terminal_written, self._pending_reset, outs,
         )  # fmt: skip
         self._stale = True
+        return result
 
     @locked
-    def observe(self, builder: Any, outs: Tuple[Any, ...]) -> None:
-        """The observation of the current states into ``outs`` (no step)."""
+    def advance(self, chosen: npt.ArrayLike) -> None:
+        """One step of every env and nothing read: procgen's game logic and this stepper's
+        episode handling alone (headless engine; terminal states are still kept), what
+        benchmarks/bench_vec_env.py's logic-only row measures. The states and ``step_values``
+        catch up when next asked for. The procgen-stepped engines ``step``."""
+        self.check_open()
+        actions = check_actions(chosen, self.num_envs)
+        if self.engine != "headless":
+            self.step(actions)
+            return
+        self._fresh = False
+        self._collector.step_live(
+            self._live, -1, actions, 0, self._terminal, self._step_flags, self._truncated,
+            self._terminal_written, self._pending_reset, write=False,
+        )  # fmt: skip
+        self._stale = True
+
+    @locked
+    def observe(self, builder: Any, outs: Tuple[Any, ...]) -> Any:
+        """The observation of the current states into ``outs`` (no step); returns what the
+        builder returns."""
         self.check_open()
         if self.engine == "headless":
-            builder.from_live(self._collector, self._live, outs)
-        else:
-            builder.from_states(self._collector, outs)
+            return builder.from_live(self._collector, self._live, outs)
+        return builder.from_states(self._collector, outs)
 
     @locked
     def observe_terminal(
         self, builder: Any, outs: Tuple[Any, ...], indices: npt.NDArray[np.int64]
-    ) -> None:
+    ) -> Any:
         """The observations of the terminal states of envs ``indices`` (their episodes ended at
-        the last step; headless engine) into ``outs``, row k for env indices[k]."""
+        the last step; headless engine) into ``outs``, row k for env indices[k]; returns what
+        the builder returns."""
         self.check_open()
         if self._terminal is None:
             raise RuntimeError(f"terminal states need the headless engine (this env runs "
                                f"{self.engine})")  # fmt: skip
-        builder.from_states(self._terminal, outs, np.ascontiguousarray(indices, dtype=np.int64))
+        indices = np.ascontiguousarray(indices, dtype=np.int64)
+        return builder.from_states(self._terminal, outs, indices)
 
     @property
     def collector(self) -> Any:
@@ -555,8 +570,6 @@ class ProcgenStepper:
         self._collector.fill(self._scalars, self._trailer)
         if self._heads.shape[1]:
             self._collector.vector_heads(self._heads, self._head_lengths)
-        if self._footing is not None:
-            self._collector.player_footing(self._footing)
 
     @locked
     def render(self, **kwargs: Any) -> npt.NDArray[np.uint8]:
@@ -658,8 +671,9 @@ class ProcgenStepper:
         return self._scalars[:, self._level_complete] != 0
 
     def step_values(self) -> StepValues:
-        """Scalars of the current step (header/base by name, trailer fields by name). The arrays
-        are views that the next step overwrites: copy what you keep."""
+        """Scalars of the current step (header/base by name, trailer fields by name, the first
+        items of the trailer vectors; no footing: features.batch_footing gives it of parsed
+        states). The arrays are views that the next step overwrites: copy what you keep."""
         self._sync()
         return self._values
 
@@ -669,12 +683,10 @@ class ProcgenStepper:
         trailer: npt.NDArray[np.float64],
         heads: npt.NDArray[np.float64],
         truncated: npt.NDArray[np.bool_],
-        footing: Optional[npt.NDArray[np.float64]],
     ) -> StepValues:
         """StepValues as named column views of the arrays the collector fills."""
         return StepValues(
             truncated=truncated,
-            footing=footing,
             scalars={name: scalars[:, i] for i, name in enumerate(SCALAR_NAMES)},
             extras={name: trailer[:, i] for i, name in enumerate(self.game.trailer_scalars)},
             vector_heads={name: heads[:, v] for v, name in enumerate(self.game.trailer_vectors)},

@@ -252,18 +252,17 @@ def camera_crops(
 
 
 class CameraConverter:
-    """``tilemap_to_entities_batch`` with camera windows for a fixed game, mode and batch size,
-    with its checks and buffers done once (the vec env calls it every step)."""
+    """A game's tilemap in one mode as the adapters' native observation builders take it
+    (csrc/tilemap.h's tm_spec): the entity types' names, the tile specs for the entities and
+    for the class images, the mode and the chunk, checked once. The builders place each camera
+    window themselves, as ``camera_crops`` and ``tilemap_to_entities_batch`` do."""
 
-    def __init__(self, game: str, mode: str, n: int, chunk: int = DEFAULT_CHUNK) -> None:
+    def __init__(self, game: str, mode: str, chunk: int = DEFAULT_CHUNK) -> None:
         tables = _tables(game)
         _check_mode(tables, mode)
         self.chunk = _check_chunk(chunk)
-        spec = tables.column_spec if mode == "columns" else tables.spec
-        assert spec is not None  # _check_mode refused columns for games without column terrain
-        self.spec, self.mode = spec, _tilemap.MODES[mode]
+        self.mode, self.mode_name = _tilemap.MODES[mode], mode
         self.names = [name for name, _ in _features(tables.game.name, mode, True)]
-        self.image_spec = tables.spec  # images show classes, never the columns' stack marks
         oob = tables.game.out_of_bounds_tile
         oob_class = int(tables.lut[oob]) if 0 <= oob < _LUT_SIZE else -1
         lut, n_classes = tables.lut.tobytes(), len(tables.classes)
@@ -273,57 +272,9 @@ class CameraConverter:
             base = tables.classes.index(body)
             top = tables.classes.index(cap) if cap is not None else -1
         #: the tile spec as csrc/tilemap.h's tm_spec fields (lut, n_classes, oob, base, top) for
-        #: the native observation builder, for the entities and for the class images
+        #: the entities; the class images' (classes, never the columns' stack marks)
         self.native_spec = (lut, n_classes, oob_class, base, top)
         self.native_image_spec = (lut, n_classes, oob_class, -1, -1)
-        self.crops = np.empty((n, 4), dtype=np.int32)
-        self.refs = np.empty((n, 2), dtype=np.float32)
-
-    def set_cameras(
-        self, center_x: npt.NDArray[Any], center_y: npt.NDArray[Any], view_dim: npt.NDArray[Any]
-    ) -> npt.NDArray[np.int32]:
-        """Place the windows; returns the crops [n, 4] = (x0, y0, w, h): only rows
-        [y0, y0 + h) of each grid are read by ``convert``."""
-        if not (np.isfinite(view_dim).all() and (view_dim > 0).all()):
-            raise UsageError("windows need finite center_x, center_y and view_dim > 0")
-        if not (np.isfinite(center_x).all() and np.isfinite(center_y).all()):
-            raise UsageError("windows need finite center_x, center_y and view_dim > 0")
-        camera_crops(center_x, center_y, view_dim, self.crops, self.refs)
-        if (self.crops[:, 2] > _tilemap.MAX_CROP).any():
-            raise UsageError(f"window sizes must be in [0, {_tilemap.MAX_CROP}] cells")
-        return self.crops
-
-    def convert(
-        self, grids: npt.NDArray[Any]
-    ) -> Tuple[List[npt.NDArray[np.float32]], npt.NDArray[np.int64]]:
-        """grids int32 [n, H, W] (C-contiguous) -> (rows per entity type in ``names`` order,
-        int64 [n, T] rows per grid), for the windows of the last ``set_cameras``."""
-        return _tilemap.convert(grids, self.spec, self.mode, self.chunk, self.crops, self.refs)
-
-    def class_images(self, grids: npt.NDArray[Any], out: npt.NDArray[np.uint8]) -> None:
-        """The windows of the last ``set_cameras`` as class images into ``out`` [n, S, S]
-        (see ``tilemap_images``); reads only the window rows of ``grids``."""
-        _tilemap.class_images(grids, self.image_spec, self.crops, out)
-
-    def convert_states(
-        self, collector: Any, grid: npt.NDArray[Any], camera: Mapping[str, npt.NDArray[Any]]
-    ) -> Tuple[List[npt.NDArray[np.float32]], npt.NDArray[np.int64]]:
-        """``convert`` for the states in a StateCollector: the windows of their cameras
-        (``camera``: center_x, center_y, view_dim per state), only the rows they cover copied
-        into ``grid`` [n, H, W] (a 13-row window of coinrun's 64-row grid)."""
-        self.read_windows(collector, grid, camera)
-        return self.convert(grid)
-
-    def read_windows(
-        self, collector: Any, grid: npt.NDArray[Any], camera: Mapping[str, npt.NDArray[Any]]
-    ) -> None:
-        """Place the windows of the collector's states' cameras (``set_cameras``) and copy only
-        the grid rows they cover into ``grid`` [n, H, W]: what ``convert`` and
-        ``class_images`` then read."""
-        crops = self.set_cameras(camera["center_x"], camera["center_y"], camera["view_dim"])
-        collector.fill_grid_rows(
-            np.ascontiguousarray(crops[:, 1]), np.ascontiguousarray(crops[:, 3]), grid
-        )
 
 
 def _crops(

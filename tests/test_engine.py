@@ -347,3 +347,34 @@ def test_deferred_reset_shows_the_terminal_state_then_resets() -> None:
             assert not lazy.pending_reset.any()
             assert lazy.get_states() == eager.get_states()
         assert ends >= 2
+
+
+@pytest.mark.parametrize("game", ["bigfish", "coinrun"])
+def test_advance_steps_the_games_as_step_does(game: str) -> None:
+    """advance (the benchmark's logic-only row) steps exactly as step does, reading nothing:
+    the same states, rewards, terminal states and truncations after it catches up, through
+    episode ends, deferred resets included."""
+    from procgen_entities.stepper import ProcgenStepper
+
+    for defer in (False, True):
+        kw: Dict[str, Any] = dict(seed=5, engine="headless", defer_reset=defer)
+        with ProcgenStepper(game, 6, **kw) as fast, ProcgenStepper(game, 6, **kw) as ref:
+            fast.restart(), ref.restart()
+            ends = 0
+            for t, chosen in enumerate(actions_for(3, 300, 6).astype(np.int32)):
+                fast.advance(chosen)
+                ref.step(chosen)
+                if t % 7 and not ref.truncated.any() and not ref.pending_reset.any():
+                    continue  # compared every few steps, and wherever an episode ended
+                assert fast.get_states() == ref.get_states(), (game, defer, t)
+                np.testing.assert_array_equal(fast.truncated, ref.truncated)
+                np.testing.assert_array_equal(fast.pending_reset, ref.pending_reset)
+                a, b = fast.step_values().scalars, ref.step_values().scalars
+                np.testing.assert_array_equal(a["reward"], b["reward"])
+                fast_ended, fast_final = fast.final_states()
+                ref_ended, ref_final = ref.final_states()
+                np.testing.assert_array_equal(fast_ended, ref_ended)
+                np.testing.assert_array_equal(fast_final.entities, ref_final.entities)
+                ends += len(ref_ended)
+            if game == "bigfish":
+                assert ends

@@ -87,9 +87,8 @@ def test_caller_bugs_are_usage_errors_not_decode_errors() -> None:
 
 def test_fill_after_a_failed_collect_reads_nothing() -> None:
     """A collect that fails (here: coinrun states collected as ninja) leaves every state marked
-    failed; fill, count and gather then write zeros instead of following a broken layout."""
+    failed; fill then writes zeros instead of following a broken layout."""
     from procgen_entities._native import _collector
-    from procgen_entities.entity_gym.observation import EntityPlan, observation_space
     from procgen_entities.games import get_game
     from procgen_entities.parse import game_spec
     from procgen_entities.procgen_envs import make_procgen_env
@@ -103,13 +102,7 @@ def test_fill_after_a_failed_collect_reads_nothing() -> None:
     trailer = np.full((3, len(get_game("ninja").trailer_scalars)), 7.0)
     collector.fill(scalars, trailer)
     assert not scalars.any() and not trailer.any()
-    game = get_game("ninja")
-    space = observation_space(game)
-    plan = EntityPlan(game, space, space)
-    collector.set_plan(*plan.arrays)
-    counts = np.full((len(plan.entity_types), 3), 5, dtype=np.int64)
-    collector.count(counts)
-    assert not counts.any()
+    assert not collector.collected().any()
     collector.close()
     env.close()
 

@@ -1,10 +1,10 @@
 """The native observation builder (csrc/observation.c) against the reference path.
 
 EntityVectorEnv's step reads procgen's live games straight into its observation arrays in one
-native call. The reference is the numpy assembly of the C gather, padding and tilemap kernels
-(``EntityVectorEnv._observe_reference``) over procgen's own get_state bytes of the same step:
-every array must be bit for bit the same, on all 16 games, through episode ends, in the padded
-dict, the flat form and (SAME_STEP) the terminal observations.
+native call. The reference (procgen_entities/observation_reference.py) assembles the same
+observation in numpy from procgen's own get_state bytes of the same step, parsed: every array
+must be bit for bit the same, on all 16 games, through episode ends, in the padded dict, the
+flat form and (SAME_STEP) the terminal observations.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from gymnasium.vector import AutoresetMode
 from procgen_entities import GAME_NAMES
 from procgen_entities.games import get_game
 from procgen_entities.gymnasium import EntityVectorEnv
+from procgen_entities.observation_reference import padded_observation
+from procgen_entities.parse import parse_states
 
 pytestmark = pytest.mark.live
 
@@ -27,12 +29,7 @@ STEPS = 80
 
 def reference(env: EntityVectorEnv) -> Any:
     """The reference observation of the current step, parsed from procgen's get_state bytes."""
-    stepper = env.stepper
-    stepper.step_values()  # the stepper's own read first, then procgen's bytes over it
-    stepper.get_states()  # procgen's serializer, parsed into the state collector
-    stepper.refresh()
-    obs, dropped = env._observe_reference(stepper.collector)
-    return obs, dropped
+    return padded_observation(env, parse_states(env.stepper.get_states()))
 
 
 def assert_same(native: Dict[str, np.ndarray], expected: Dict[str, np.ndarray], at: str) -> None:
@@ -81,12 +78,12 @@ def test_terminal_observations_same_step(game: str) -> None:
             ended = terminated | truncated
             if not ended.any():
                 continue
-            expected, _ = env._observe_reference(
-                stepper.terminal, stepper.values_of(stepper.terminal)
-            )
-            for i in np.flatnonzero(ended):
+            indices, states = stepper.final_states()
+            np.testing.assert_array_equal(indices, np.flatnonzero(ended))
+            expected, _ = padded_observation(env, states)
+            for k, i in enumerate(indices):
                 final = info["final_obs"][i]
-                assert_same(final, {k: v[i] for k, v in expected.items()}, f"{game} final {t}")
+                assert_same(final, {key: v[k] for key, v in expected.items()}, f"{game} {t}")
                 seen += 1
             assert all(info["final_obs"][i] is None for i in np.flatnonzero(~ended))
     assert seen
@@ -108,7 +105,6 @@ def test_grid_entities_are_the_reference(game: str) -> None:
     """grid_entities=True: the C builder's marks are the numpy reference's, every step, and the
     marks sit where procgen's parsed states put each entity (an independent check: the cell of
     the player's own x, y in its own camera square holds the player's mark)."""
-    from procgen_entities.parse import parse_states
     from procgen_entities.tilemap import tile_class_names
 
     actions = np.random.default_rng(8).integers(0, 15, (60, ENVS))
@@ -153,3 +149,71 @@ def test_procgen_stepped_engine_builds_from_states() -> None:
         for t in range(20):
             obs, *_ = env.step(actions[t])
             assert_same(obs, reference(env)[0], f"get_state step {t}")
+
+
+RAGGED_TILEMAPS = {"caveflyer": "chunks", "chaser": "tiles", "heist": "runs", "maze": "tiles"}
+
+
+def ragged_options(game: str) -> Dict[str, Any]:
+    tilemap = get_game(game).training_tilemap or RAGGED_TILEMAPS.get(game)
+    return {"tilemap": tilemap} if tilemap else {}
+
+
+def assert_ragged_same(obs: Any, expected: Any, at: str) -> None:
+    from procgen_entities.entity_gym.observation import GLOBAL_ENTITY
+
+    assert list(obs.features) == [*expected.features, GLOBAL_ENTITY], at
+    for name, (rows, counts) in expected.features.items():
+        buf = obs.features[name]
+        got = buf.as_array()
+        assert got.dtype == rows.dtype and got.shape == rows.shape, (at, name)
+        assert got.tobytes() == rows.tobytes(), f"{at}: {name}"
+        np.testing.assert_array_equal(buf.size1(), counts, err_msg=f"{at}: {name} counts")
+    assert obs.features[GLOBAL_ENTITY].as_array().tobytes() == expected.globals.tobytes(), at
+    actors = obs.action_masks["move"].actors.as_array().reshape(-1)
+    np.testing.assert_array_equal(actors, expected.actors, err_msg=at)
+    assert obs.reward.tobytes() == expected.reward.tobytes(), at
+    np.testing.assert_array_equal(obs.done, expected.done, err_msg=at)
+    if expected.done.any():
+        metric = obs.metrics["level_complete"]
+        finished = expected.level_complete[expected.done]
+        assert (metric.count, metric.sum) == (int(expected.done.sum()), float(finished.sum()))
+    else:
+        assert not obs.metrics, at
+
+
+@pytest.mark.parametrize("game", GAME_NAMES)
+def test_ragged_observation_is_the_reference(game: str) -> None:
+    """ProcgenVecEnv's one native call per step against the numpy reference over procgen's
+    parsed get_state bytes: every entity type's rows and counts, the globals, the actors,
+    reward, done and the metric; the full space and a filter of it in turn, with deferred
+    resets on every other game (its terminal observations too) and the player as the actor."""
+    from entity_gym.env import Entity, ObsSpace
+    from ragged_buffer import RaggedBufferI64
+
+    from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
+    from procgen_entities.observation_reference import ragged_observation
+
+    defer = GAME_NAMES.index(game) % 2 == 1
+    options = {"defer_reset": defer, "actor": "player" if defer else "global",
+               **ragged_options(game)}  # fmt: skip
+    actions = np.random.default_rng(3).integers(0, 15, (STEPS, ENVS, 1))
+    ones = np.ones(ENVS, dtype=np.int64)
+    with ProcgenVecEnv(game, ENVS, seed=4, relative_positions=True, **options) as env:
+        full = env.obs_space()
+        names = list(full.entities)
+        small = ObsSpace(
+            global_features=list(full.global_features)[::-1],
+            entities={name: Entity(list(full.entities[name].features)[::-2])
+                      for name in ["Player"] + [n for n in names[::-2] if n != "Player"]},
+        )  # fmt: skip
+        obs = env.reset(full)
+        for t in range(STEPS):
+            space = small if t % 2 else full
+            chosen = {"move": RaggedBufferI64.from_flattened(actions[t], ones)}
+            obs = env.act(chosen, space)
+            expected = ragged_observation(
+                env.game, full, space, parse_states(env.get_states()),
+                tilemap=options.get("tilemap"), actor=options["actor"],
+            )  # fmt: skip
+            assert_ragged_same(obs, expected, f"{game} step {t}")

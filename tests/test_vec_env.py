@@ -271,10 +271,20 @@ def test_tilemap_option_keeps_the_contract(game: str, mode: str) -> None:
                 np.testing.assert_array_equal(obs.features[name][i].as_array(), rows)
 
 
-def test_without_tilemap_the_grid_is_not_read() -> None:
+def test_without_tile_types_the_grid_is_not_read() -> None:
+    """Without a tilemap, or with a filter that asks for no tile type, the native builder has
+    no tile output (the grid is never read)."""
     with ProcgenVecEnv("coinrun", 2, seed=0) as env:
-        env.reset(env.obs_space())
-        assert env._grid is None
+        view = env._view_for(env.obs_space())
+        assert view.builder.n_types == len(view.plan.entity_types) == len(view.names)
+    with ProcgenVecEnv("coinrun", 2, seed=0, tilemap="columns") as env:
+        full = env.obs_space()
+        assert env._view_for(full).builder.n_types > len(env.game.entity_types)
+        entities_only = ObsSpace(entities={"Player": Entity(["x"])})
+        env.reset(full)
+        obs = env.act(actions(np.random.default_rng(0), 2), entities_only)
+        assert set(obs.features) == {"Player", GLOBAL_ENTITY}
+        assert env._view_for(entities_only).builder.n_types == 1
 
 
 def test_env_factory_seeds_and_overrides() -> None:
@@ -305,28 +315,6 @@ def test_modes_a_game_lacks_are_refused_before_procgen_aborts() -> None:
         env.reset(env.obs_space())
 
 
-def test_gather_with_stale_counts_stays_in_bounds() -> None:
-    """Counts from one step and states from the next: the C fill writes only counted rows."""
-    rng = np.random.default_rng(8)
-    with ProcgenVecEnv("bossfight", 4, seed=1) as env:
-        space = env.obs_space()
-        env.reset(space)
-        plan = env._plan_for(space)
-        collector = env.collector
-        stale = np.zeros((len(plan.entity_types), 4), dtype=np.int64)  # fewer rows than exist
-        for _ in range(30):
-            env.act(actions(rng, 4), space)
-        offsets = np.zeros(len(plan.entity_types) + 1, dtype=np.int64)
-        out = np.full(8, 7.0, dtype=np.float32)  # room for nothing: every write would be OOB
-        collector.gather(stale, offsets, out)
-        assert (out == 7.0).all()
-        counts = np.empty_like(stale)
-        collector.count(counts)
-        assert counts.sum() > 0
-        with pytest.raises(ValueError, match="too small"):
-            collector.gather(counts, offsets, out)
-
-
 @pytest.mark.live
 def test_the_player_can_take_the_action() -> None:
     """actor="player": the action is taken by each env's Player entity (its index 0), the
@@ -355,7 +343,7 @@ def test_the_player_can_take_the_action() -> None:
 #: that it composes one.
 PUBLIC_NAMES = [
     '__enter__', '__exit__', '__len__', 'act', 'action_space', 'actor',
-    'call_lock', 'close', 'collector', 'defer_resets', 'engine', 'entity_window',
+    'advance', 'call_lock', 'close', 'collector', 'defer_resets', 'engine', 'entity_window',
     'final_states', 'game', 'get_states', 'has_global_entity', 'last_level_complete', 'num_envs',
     'num_threads', 'obs_space', 'observe', 'observe_terminal', 'pending_reset', 'read',
     'refresh', 'render', 'reset', 'reset_envs', 'restart', 'restore_states',

@@ -1,12 +1,14 @@
 # cython: language_level=3
-"""Marshalling for csrc/state_set.c and csrc/live_game.c: procgen's states (from its get_state or
-read from its live games, stepped or not) on a thread pool, parsed in place.
+"""Marshalling for csrc/state_set.c, csrc/live_game.c and csrc/observation.c: procgen's states
+(from its get_state or read from its live games, stepped or not) on a thread pool, parsed in
+place, and the observations built from them (ObservationBuilder).
 
-Collecting and stepping use the pool; filling and gathering cost a few µs per state and run on
-the calling thread, where they are cheaper than a hand-off.
+Collecting, stepping and building use the pool; filling the scalars and copying a ragged
+build's rows cost a few µs per state and run on the calling thread, where they are cheaper
+than a hand-off.
 
-The Python side (vec_env.py) decides what to gather; this class holds the C objects, checks
-shapes and releases the GIL around every C call.
+The Python side (the adapters) decides what to observe; these classes hold the C objects, check
+shapes and release the GIL around every C call.
 """
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uintptr_t
 
@@ -222,15 +224,12 @@ cdef class LiveGames:
 
 
 cdef class StateCollector:
-    """Per-env state buffers, a thread pool, and one entity plan."""
+    """Per-env state buffers and a thread pool."""
     cdef pe_pool *pool
     cdef pe_state_set *set
     cdef GameSpec spec
-    cdef pe_entity_plan plan
-    cdef object _plan_arrays
     cdef readonly int num_threads
     cdef readonly Py_ssize_t num_states
-    cdef readonly bint has_plan
 
     def __cinit__(self, GameSpec spec, Py_ssize_t num_states, int num_threads,
                   Py_ssize_t capacity=DEFAULT_CAPACITY):
@@ -264,19 +263,6 @@ cdef class StateCollector:
         if self.pool == NULL:
             raise RuntimeError("the state collector is closed")
         return 0
-
-    def set_plan(self, const int32_t[::1] type_to_slot, const int32_t[::1] feature_start,
-                 const int32_t[::1] features, const int32_t[::1] condition,
-                 const uint8_t[::1] windowed):
-        n_slots = condition.shape[0]
-        if (feature_start.shape[0] != n_slots + 1 or features.shape[0] < feature_start[n_slots]
-                or windowed.shape[0] != n_slots):
-            raise UsageError("entity plan arrays have inconsistent lengths")
-        self._plan_arrays = (type_to_slot, feature_start, features, condition, windowed)
-        _point_plan(&self.plan, type_to_slot, feature_start, features, condition, windowed)
-        self.has_plan = False
-        check_status(pe_plan_check(&self.plan, &self.spec.spec))
-        self.has_plan = True
 
     def collect(self, uintptr_t get_state, uintptr_t env, int count, Py_ssize_t first):
         """procgen get_state for envs [0, count) of `env` into slots [first, first + count)."""
@@ -314,22 +300,6 @@ cdef class StateCollector:
             pe_fill_states(NULL, self.set, &self.spec.spec, &scalars[0, 0], trailer_ptr,
                            grid_ptr)
 
-    def fill_grid_rows(self, const int32_t[::1] first_row, const int32_t[::1] n_rows,
-                       int32_t[:, :, ::1] grid):
-        """Copy only rows [first_row[i], first_row[i] + n_rows[i]) of each grid (clipped)."""
-        self._check_open()
-        cdef Py_ssize_t n = self.num_states, i
-        if first_row.shape[0] != n or n_rows.shape[0] != n or grid.shape[0] != n:
-            raise UsageError("one row range and one grid per state")
-        for i in range(n):  # states that were never collected (or failed) are skipped
-            if self.set.status[i] == PE_OK and (self.set.layouts[i].height != grid.shape[1]
-                                                or self.set.layouts[i].width != grid.shape[2]):
-                raise UsageError("grid has the wrong shape for the collected states")
-        if grid.shape[1] * grid.shape[2] == 0:
-            return
-        with nogil:
-            pe_fill_grid_rows(NULL, self.set, &first_row[0], &n_rows[0], &grid[0, 0, 0])
-
     def vector_heads(self, double[:, :, ::1] heads, int64_t[:, ::1] lengths):
         """The first heads.shape[2] items of each trailer vector, zero-padded, and the lengths."""
         self._check_open()
@@ -342,55 +312,6 @@ cdef class StateCollector:
         with nogil:
             pe_fill_vector_heads(NULL, self.set, &self.spec.spec, <int32_t>heads.shape[2],
                                  &heads[0, 0, 0], &lengths[0, 0])
-
-    def player_footing(self, double[:, ::1] footing):
-        """Per state: the grid cells under the player's two bottom corners (CELL_OUTSIDE off the
-        grid) and its vy, where procgen's platformers probe for support; NaN for failed slots."""
-        self._check_open()
-        if footing.shape[0] != self.num_states or footing.shape[1] != 3:
-            raise UsageError(f"footing must be [{self.num_states}, 3]")
-        with nogil:
-            pe_fill_player_footing(NULL, self.set, &footing[0, 0])
-
-    def grid_shape(self):
-        self._check_open()
-        return (self.set.layouts[0].height, self.set.layouts[0].width)
-
-    def count(self, int64_t[:, ::1] counts):
-        """counts[s, i]: entities of state i gathered into slot s."""
-        self._check_open()
-        if not self.has_plan:
-            raise RuntimeError("set_plan first")
-        if counts.shape[0] != self.plan.n_slots or counts.shape[1] != self.num_states:
-            raise UsageError("counts has the wrong shape")
-        if self.plan.n_slots == 0:
-            return
-        with nogil:
-            pe_plan_count(NULL, &self.plan, self.set, &self.spec.spec, &counts[0, 0])
-
-    def gather(self, const int64_t[:, ::1] counts, const int64_t[::1] slot_offsets,
-               float[::1] out):
-        """Entity features of every slot into `out` (slot s from slot_offsets[s])."""
-        self._check_open()
-        cdef Py_ssize_t s, i, rows, end
-        cdef pe_status status
-        if counts.shape[0] != self.plan.n_slots or counts.shape[1] != self.num_states:
-            raise UsageError("counts has the wrong shape")
-        if slot_offsets.shape[0] < self.plan.n_slots:
-            raise UsageError("slot_offsets is too short")
-        for s in range(self.plan.n_slots):
-            rows = 0
-            for i in range(self.num_states):
-                rows += counts[s, i]
-            end = slot_offsets[s] + rows * (self.plan.feature_start[s + 1] - self.plan.feature_start[s])
-            if slot_offsets[s] < 0 or end > out.shape[0]:
-                raise UsageError("out is too small for the gathered entities")
-        if self.plan.n_slots == 0 or out.shape[0] == 0:
-            return
-        with nogil:
-            status = pe_plan_fill(NULL, &self.plan, self.set, &self.spec.spec, &counts[0, 0],
-                                  &slot_offsets[0], &out[0])
-        check_status(status)
 
     def collect_live(self, LiveGames live, int group, Py_ssize_t first):
         """Write the states of a group's live games into slots [first, first + n)."""
@@ -431,9 +352,10 @@ cdef class StateCollector:
 
     def step_live(self, LiveGames live, int group, const int32_t[::1] actions, Py_ssize_t first,
                   StateCollector terminal, int flags, uint8_t[::1] truncated,
-                  uint8_t[::1] terminal_written, uint8_t[::1] pending):
-        """Step a group's games headlessly with actions, their states into [first, first + n);
-        terminal states of finished episodes into `terminal` (None: not captured)."""
+                  uint8_t[::1] terminal_written, uint8_t[::1] pending, bint write=True):
+        """Step a group's games headlessly with actions, their states into [first, first + n)
+        (write=False: nothing written, the game logic alone); terminal states of finished
+        episodes into `terminal` (None: not captured)."""
         self._check_open()
         live._check_group(group)
         cdef pe_live_source *source = live._source(group)
@@ -455,9 +377,9 @@ cdef class StateCollector:
         cdef pe_error err
         cdef pe_status status
         with nogil:
-            status = pe_live_step(self.pool, source, &actions[0], <int32_t>n, first, self.set,
-                                  terminal_set, &self.spec.spec, flags, &outputs, &bad_index,
-                                  &err)
+            status = pe_live_step(self.pool, source, &actions[0], <int32_t>n, first,
+                                  self.set if write else NULL, terminal_set, &self.spec.spec,
+                                  flags, &outputs, &bad_index, &err)
         check_status(status, &err, bad_index)
 
     def collected(self):
@@ -542,27 +464,37 @@ cdef int _tile_spec(tm_spec *spec, tuple table) except -1:
 
 
 cdef class ObservationBuilder:
-    """csrc/observation.h: the padded observation of every state in one native call (GIL
-    released, on the collector's pool), from a state set or from the live games."""
+    """csrc/observation.h: the observation of every state in one native call (GIL released, on
+    the collector's pool), from a state set or from the live games: padded into fixed arrays
+    (EntityVectorEnv), or ragged (``ragged=``, ProcgenVecEnv): every row of each type, returned
+    as flat [rows, width] arrays with the rows of each state counted."""
     cdef pe_obs_builder *builder
     cdef pe_obs_spec spec
     cdef pe_entity_plan plan
     cdef tm_spec tiles, image
     cdef object _keep
+    cdef object _columns
+    cdef int32_t widths[PE_OBS_MAX_TYPES]            # ragged: output width, -1: not returned
+    cdef const int32_t *columns[PE_OBS_MAX_TYPES]    # ragged: the kept columns, NULL: all
+    cdef int64_t _no_counts[1]
+    cdef float _no_rows[1]
     cdef readonly Py_ssize_t num_states
     cdef readonly int n_types
     cdef readonly int n_globals
     cdef readonly int image_size
+    cdef readonly bint ragged
 
     def __cinit__(self, GameSpec game, Py_ssize_t num_states, tuple plan, const int32_t[::1] derived,
                   int target_vector, list types, tuple player, const int32_t[:, ::1] global_ops,
-                  tuple support, tuple tiles=None, tuple image=None, marks=None):
+                  tuple support, tuple tiles=None, tuple image=None, marks=None,
+                  list ragged=None):
         """plan: EntityPlan.arrays; derived: pe_derived_feature per plan feature; types: one
         (cap, width, cx, cy, from_player) per output type (slots, then tile types); player:
         (type, x column, y column); global_ops: [G, 3]; support: (tile ids, flag, at_rest);
         tiles: (lut, n_classes, oob, base, top, mode, chunk); image: (lut, n_classes, oob, base,
         top, size); marks: with an image, uint8 per slot, the value its entities' cells take
-        (0: not drawn), or None."""
+        (0: not drawn), or None. ragged: None (padded), or per output type None (not returned)
+        or the columns of its rows to return, in order (caps and ranking are then unused)."""
         cdef const int32_t[::1] type_to_slot = plan[0], feature_start = plan[1]
         cdef const int32_t[::1] features = plan[2], condition = plan[3]
         cdef const uint8_t[::1] windowed = plan[4]
@@ -597,6 +529,15 @@ cdef class ObservationBuilder:
             self.spec.image_size = image[5]
             self.image_size = image[5]
         self.spec.image_marks = &mark_values[0] if marks is not None and n_slots else NULL
+        self._set_types(types, player, global_ops, support)
+        self._set_ragged(ragged)
+        cdef pe_status status = PE_ERR_SPEC
+        self.builder = pe_obs_create(&self.spec, &game.spec, num_states, &status)
+        if self.builder == NULL:
+            check_status(PE_ERR_SPEC if status == PE_OK else status)
+
+    cdef int _set_types(self, list types, tuple player, const int32_t[:, ::1] global_ops,
+                        tuple support) except -1:
         self.n_types = len(types)
         self.spec.n_types = self.n_types
         for t, (cap, width, cx, cy, from_player) in enumerate(types):
@@ -617,21 +558,69 @@ cdef class ObservationBuilder:
             self.spec.support.tiles[k] = tile
         self.spec.support.flag = flag
         self.spec.support.at_rest = at_rest
-        cdef pe_status status = PE_ERR_SPEC
-        self.builder = pe_obs_create(&self.spec, &game.spec, num_states, &status)
-        if self.builder == NULL:
-            check_status(PE_ERR_SPEC if status == PE_OK else status)
+        return 0
+
+    cdef int _set_ragged(self, list ragged) except -1:
+        """The returned types' columns (kept alive in self._columns; C checks them against the
+        types' widths at each copy)."""
+        cdef const int32_t[::1] view
+        self.ragged = ragged is not None
+        if ragged is None:
+            return 0
+        if len(ragged) != self.n_types:
+            raise UsageError("ragged: one entry (None or the columns) per output type")
+        kept = []
+        for t, chosen in enumerate(ragged):
+            self.widths[t] = -1
+            self.columns[t] = NULL
+            if chosen is None:
+                continue
+            columns = np.ascontiguousarray(chosen, dtype=np.int32).reshape(-1)
+            width = self.spec.types[t].width
+            if ((columns < 0) | (columns >= width)).any():
+                raise UsageError(f"ragged: output type {t} has {width} columns, not {chosen!r}")
+            kept.append(columns)
+            self.widths[t] = <int32_t>columns.shape[0]
+            if columns.tolist() != list(range(width)):
+                view = columns
+                self.columns[t] = &view[0] if columns.shape[0] else NULL
+        self._columns = kept
+        return 0
 
     def __dealloc__(self):
         pe_obs_destroy(self.builder)
 
     cdef int _outputs(self, pe_obs_out *out, tuple outs, Py_ssize_t count) except -1:
-        """outs: (values, masks, globals, image, dropped, step) with step None or (reward, done,
-        level_complete, level_seed, prev_level_seed), every array with `count` rows."""
-        values, masks, globals_, image, dropped, step = outs
+        """Padded: outs = (values, masks, globals, image, dropped, step); ragged: outs =
+        (counts, globals, step) with counts int64 [n_types, count]. step: None or (reward,
+        done, level_complete, level_seed, prev_level_seed), each None or [count]; every array
+        has `count` rows."""
+        if self.ragged:
+            counts, globals_, step = outs
+            self._ragged_outputs(out, counts, count)
+        else:
+            values, masks, globals_, image, dropped, step = outs
+            self._padded_outputs(out, values, masks, image, dropped, count)
+        cdef float[:, ::1] g = globals_
+        if g.shape[0] != count or g.shape[1] != self.n_globals:
+            raise UsageError("globals must be [count, G]")
+        out.globals = &g[0, 0] if g.size else NULL
+        self._step_outputs(out, step, count)
+        return 0
+
+    cdef int _ragged_outputs(self, pe_obs_out *out, counts, Py_ssize_t count) except -1:
+        cdef int64_t[:, ::1] c = counts
+        if c.shape[0] != self.n_types or c.shape[1] != count:
+            raise UsageError(f"counts must be [{self.n_types}, {count}]")
+        out.counts = &c[0, 0] if c.size else self._no_counts
+        out.image = NULL
+        out.dropped = NULL
+        return 0
+
+    cdef int _padded_outputs(self, pe_obs_out *out, list values, list masks, image, dropped,
+                             Py_ssize_t count) except -1:
         cdef float[:, :, ::1] v
         cdef uint8_t[:, ::1] m
-        cdef float[:, ::1] g = globals_
         cdef int64_t[::1] d = dropped
         cdef uint8_t[:, :, ::1] im
         if len(values) != self.n_types or len(masks) != self.n_types:
@@ -647,9 +636,9 @@ cdef class ObservationBuilder:
             out.masks[t] = &m[0, 0] if m.size else NULL
             if v.size == 0 and count and self.spec.types[t].cap and self.spec.types[t].width:
                 raise UsageError("empty output")
-        if g.shape[0] != count or g.shape[1] != self.n_globals or d.shape[0] != count:
-            raise UsageError("globals must be [count, G], dropped [count]")
-        out.globals = &g[0, 0] if g.size else NULL
+        if d.shape[0] != count:
+            raise UsageError("dropped must be [count]")
+        out.counts = NULL
         out.dropped = &d[0] if count else NULL
         out.image = NULL
         if self.spec.image != NULL:
@@ -657,26 +646,76 @@ cdef class ObservationBuilder:
             if im.shape[0] != count or im.shape[1] != self.image_size or im.shape[2] != self.image_size:
                 raise UsageError("image must be [count, size, size]")
             out.image = &im[0, 0, 0]
+        return 0
+
+    cdef int _step_outputs(self, pe_obs_out *out, step, Py_ssize_t count) except -1:
         out.reward = NULL
         out.done = out.level_complete = NULL
         out.level_seed = out.prev_level_seed = NULL
+        if step is None:
+            return 0
+        for array in step:
+            if array is not None and len(array) != count:
+                raise UsageError("step values must have one entry per state")
+        if count == 0:
+            return 0
         cdef float[::1] reward
         cdef uint8_t[::1] done, complete
         cdef int64_t[::1] seed, prev_seed
-        if step is not None:
-            reward, done, complete, seed, prev_seed = step
-            if (reward.shape[0] != count or done.shape[0] != count or complete.shape[0] != count
-                    or seed.shape[0] != count or prev_seed.shape[0] != count):
-                raise UsageError("step values must have one entry per state")
+        if step[0] is not None:
+            reward = step[0]
             out.reward = &reward[0]
+        if step[1] is not None:
+            done = step[1]
             out.done = &done[0]
+        if step[2] is not None:
+            complete = step[2]
             out.level_complete = &complete[0]
+        if step[3] is not None:
+            seed = step[3]
             out.level_seed = &seed[0]
+        if step[4] is not None:
+            prev_seed = step[4]
             out.prev_level_seed = &prev_seed[0]
         return 0
 
+    cdef tuple _rows(self, counts, Py_ssize_t count):
+        """After a ragged call: per output type its rows [rows, width] (None: not returned),
+        and int64 [count, 1] rows per state over the returned types."""
+        cdef pe_obs_rows out[PE_OBS_MAX_TYPES]
+        cdef const int64_t[:, ::1] c = counts
+        cdef float[:, ::1] view
+        cdef int64_t total
+        cdef Py_ssize_t t, k
+        rows = [None] * self.n_types
+        for t in range(self.n_types):
+            out[t].rows = NULL
+            if self.widths[t] < 0:
+                continue
+            total = 0
+            for k in range(count):
+                total += c[t, k]
+            rows[t] = np.empty((total, self.widths[t]), dtype=np.float32)
+            out[t].rows = self._no_rows
+            if total and self.widths[t]:
+                view = rows[t]
+                out[t].rows = &view[0, 0]
+            out[t].capacity = total * self.widths[t]
+            out[t].width = self.widths[t]
+            out[t].columns = self.columns[t]
+        totals = np.empty((count, 1), dtype=np.int64)
+        cdef int64_t[:, ::1] totals_view = totals
+        cdef int64_t *totals_ptr = &totals_view[0, 0] if count else NULL
+        cdef pe_error err
+        cdef pe_status status
+        with nogil:
+            status = pe_obs_ragged_rows(NULL, self.builder, count, out, totals_ptr, &err)
+        check_status(status, &err)
+        return rows, totals
+
     def from_states(self, StateCollector collector, tuple outs, const int64_t[::1] indices=None):
-        """Output state k from the collector's slot indices[k] (None: slot k)."""
+        """Output state k from the collector's slot indices[k] (None: slot k). Ragged: returns
+        (rows, totals) as in step_live."""
         collector._check_open()
         cdef Py_ssize_t count = collector.num_states if indices is None else indices.shape[0]
         if count > self.num_states:
@@ -687,15 +726,17 @@ cdef class ObservationBuilder:
         cdef int64_t bad_index = -1
         cdef pe_error err
         cdef pe_status status
-        if count == 0:
+        if count == 0 and not self.ragged:
             return
         with nogil:
             status = pe_obs_from_states(collector.pool, self.builder, collector.set, index_ptr,
                                         count, &out, &bad_index, &err)
         check_status(status, &err, bad_index)
+        return self._rows(outs[0], count) if self.ragged else None
 
     def from_live(self, StateCollector collector, LiveGames live, tuple outs):
-        """Every live game as it is now (procgen's threads must be idle)."""
+        """Every live game as it is now (procgen's threads must be idle). Ragged: returns
+        (rows, totals) as in step_live."""
         collector._check_open()
         cdef pe_live_source *source = live._source(-1)
         if source.n_games != self.num_states:
@@ -708,12 +749,15 @@ cdef class ObservationBuilder:
         with nogil:
             status = pe_obs_from_live(collector.pool, self.builder, source, &out, &bad_index, &err)
         check_status(status, &err, bad_index)
+        return self._rows(outs[0], self.num_states) if self.ragged else None
 
     def step_live(self, StateCollector collector, LiveGames live, const int32_t[::1] actions,
                   StateCollector terminal, int flags, uint8_t[::1] truncated,
                   uint8_t[::1] terminal_written, uint8_t[::1] pending, tuple outs):
         """StateCollector.step_live for every group, but each game read into the outputs
-        instead of written as a state (terminal states are still written to `terminal`)."""
+        instead of written as a state (terminal states are still written to `terminal`).
+        Ragged: returns (rows, totals): per output type None or its rows [rows, width], state
+        after state, and int64 [n, 1] each state's rows over the returned types."""
         collector._check_open()
         cdef pe_live_source *source = live._source(-1)
         cdef Py_ssize_t n = self.num_states
@@ -735,3 +779,4 @@ cdef class ObservationBuilder:
                                       terminal_set, &collector.spec.spec, flags, &outputs, &out,
                                       &bad_index, &err)
         check_status(status, &err, bad_index)
+        return self._rows(outs[0], n) if self.ragged else None

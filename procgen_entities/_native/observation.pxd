@@ -63,6 +63,7 @@ cdef extern from "observation.h" nogil:
     ctypedef struct pe_obs_out:
         float *values[PE_OBS_MAX_TYPES]
         uint8_t *masks[PE_OBS_MAX_TYPES]
+        int64_t *counts
         float *globals
         uint8_t *image
         int64_t *dropped
@@ -92,3 +93,12 @@ cdef extern from "observation.h" nogil:
                                pe_state_set *terminal_set, const pe_game_spec *game_spec,
                                int flags, pe_live_outputs *outputs, const pe_obs_out *out,
                                int64_t *bad_index, pe_error *err) noexcept
+
+    ctypedef struct pe_obs_rows:
+        float *rows
+        int64_t capacity
+        int32_t width
+        const int32_t *columns
+
+    pe_status pe_obs_ragged_rows(pe_pool *pool, pe_obs_builder *builder, int64_t count,
+                                 const pe_obs_rows *out, int64_t *totals, pe_error *err) noexcept

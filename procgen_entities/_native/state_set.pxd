@@ -31,11 +31,7 @@ cdef extern from "state_set.h" nogil:
     void pe_fill_states(pe_pool *pool, const pe_state_set *set, const pe_game_spec *spec,
                         double *scalars, double *trailer_scalars, int32_t *grid) noexcept
 
-    void pe_fill_grid_rows(pe_pool *pool, const pe_state_set *set, const int32_t *first_row,
-                           const int32_t *n_rows, int32_t *grid) noexcept
-
     double PE_CELL_OUTSIDE
-    void pe_fill_player_footing(pe_pool *pool, const pe_state_set *set, double *footing) noexcept
 
     void pe_fill_vector_heads(pe_pool *pool, const pe_state_set *set, const pe_game_spec *spec,
                               int32_t max_items, double *heads, int64_t *lengths) noexcept
@@ -58,10 +54,3 @@ cdef extern from "state_set.h" nogil:
         const uint8_t *windowed
 
     pe_status pe_plan_check(const pe_entity_plan *plan, const pe_game_spec *spec) noexcept
-
-    void pe_plan_count(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,
-                       const pe_game_spec *spec, int64_t *counts) noexcept
-
-    pe_status pe_plan_fill(pe_pool *pool, const pe_entity_plan *plan, const pe_state_set *set,
-                           const pe_game_spec *spec, const int64_t *counts,
-                           const int64_t *slot_offsets, float *out) noexcept

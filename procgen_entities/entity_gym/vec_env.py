@@ -1,9 +1,12 @@
 """ProcgenVecEnv: an entity-gym VecEnv over procgen, stepped and read in C (see stepper.py).
 
-It composes the core stepper (as EntityVectorEnv does): the stepper steps and reads the envs,
-and a step gathers the requested entity types and features in C into one float32 buffer, from
-which Python builds one RaggedBufferF32 per entity type. The stepper's public calls
-(``step_values``, ``final_states``, ``get_states``, ...) are this env's too, by delegation.
+It composes the core stepper (as EntityVectorEnv does). A step is one native call: with the
+headless engine the pool steps every game and reads it straight into the observation
+(csrc/observation.h, ragged output: every entity of the requested types and features, the
+tilemap's types, the global features, reward and done), and Python wraps the flat arrays into
+one RaggedBufferF32 per entity type (``RaggedObservation``, one per observation filter). The
+stepper's public calls (``step_values``, ``final_states``, ``get_states``, ...) are this env's
+too, by delegation; they write the states only when asked for.
 
 Episode boundaries are procgen's: after an episode ends the observation is already the next
 level's first state, while ``reward`` and ``done`` describe the step that ended the episode.
@@ -16,15 +19,12 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import numpy.typing as npt
 from entity_gym.env import ActionSpace, ObsSpace, VecEnv, VecObs
-from entity_gym.env.vec_env import Metric, VecActionMask, VecCategoricalActionMask
-from ragged_buffer import RaggedBufferF32, RaggedBufferI64
+from ragged_buffer import RaggedBufferI64
 
 from procgen_entities.entity_gym.observation import (
     ACTION_NAME,
-    GLOBAL_ENTITY,
-    EntityPlan,
+    RaggedObservation,
     action_space,
-    global_features,
     observation_space,
 )
 from procgen_entities.errors import UsageError
@@ -90,11 +90,8 @@ class ProcgenVecEnv(VecEnv):
         self._obs_space = observation_space(
             self.game, relative_positions=relative_positions, extra_entities=tile_entities
         )
-        self._grid: Optional[np.ndarray] = None
-        self._tiles = CameraConverter(self.game.name, tilemap, num_envs) if tilemap else None
-        self._ones = np.ones(self.num_envs, dtype=np.int64)
-        self._plans: Dict[Any, EntityPlan] = {}
-        self._plan: Optional[EntityPlan] = None
+        self._tiles = CameraConverter(self.game.name, tilemap) if tilemap else None
+        self._views: Dict[Any, RaggedObservation] = {}
 
     @property
     def stepper(self) -> ProcgenStepper:
@@ -186,16 +183,19 @@ class ProcgenVecEnv(VecEnv):
     def values_of(self, collector: Any) -> StepValues:
         return self._stepper.values_of(collector)
 
-    def step_observe(self, chosen: npt.ArrayLike, builder: Any, outs: Tuple[Any, ...]) -> None:
-        self._stepper.step_observe(chosen, builder, outs)
+    def step_observe(self, chosen: npt.ArrayLike, builder: Any, outs: Tuple[Any, ...]) -> Any:
+        return self._stepper.step_observe(chosen, builder, outs)
 
-    def observe(self, builder: Any, outs: Tuple[Any, ...]) -> None:
-        self._stepper.observe(builder, outs)
+    def advance(self, chosen: npt.ArrayLike) -> None:
+        self._stepper.advance(chosen)
+
+    def observe(self, builder: Any, outs: Tuple[Any, ...]) -> Any:
+        return self._stepper.observe(builder, outs)
 
     def observe_terminal(
         self, builder: Any, outs: Tuple[Any, ...], indices: npt.NDArray[np.int64]
-    ) -> None:
-        self._stepper.observe_terminal(builder, outs, indices)
+    ) -> Any:
+        return self._stepper.observe_terminal(builder, outs, indices)
 
     def read(self) -> None:
         self._stepper.read()
@@ -245,6 +245,7 @@ class ProcgenVecEnv(VecEnv):
 
     @locked
     def reset(self, obs_config: ObsSpace) -> VecObs:
+        self._view_for(obs_config)  # an invalid filter is refused before the envs restart
         self._stepper.restart()
         obs = self._observe(obs_config)
         obs.reward[:] = 0.0
@@ -266,8 +267,10 @@ class ProcgenVecEnv(VecEnv):
         chosen = chosen.reshape(-1)
         if chosen.shape[0] != self.num_envs:
             raise UsageError(f"expected one {ACTION_NAME!r} action per env ({self.num_envs})")
-        self._stepper.step(chosen)  # checks the actions' dtype and range
-        return self._observe(obs_filter)
+        view = self._view_for(obs_filter)  # an invalid filter is refused before the step
+        outs = view.outputs()
+        # step and observation in one native call (checks the actions' dtype and range)
+        return view.vec_obs(self._stepper.step_observe(chosen, view.builder, outs), outs)
 
     @locked
     def set_states(self, states: Sequence[BytesLike]) -> VecObs:
@@ -278,96 +281,23 @@ class ProcgenVecEnv(VecEnv):
 
     # ---- building observations ----
 
-    def _add_tile_entities(
-        self,
-        features: Dict[str, RaggedBufferF32],
-        obs_filter: ObsSpace,
-        actor: np.ndarray,
-        collector: Any,
-        values: StepValues,
-    ) -> None:
-        """Add the requested tilemap entity types; their counts are added to ``actor``."""
-        if self._tiles is None or self._grid is None:
-            return
-        wanted = [
-            name for name in obs_filter.entities if name not in self.game.entity_types.values()
-        ]
-        if not wanted:
-            return
-        outs, counts = self._tiles.convert_states(collector, self._grid, values.scalars)
-        for name in wanted:
-            full = self._obs_space.entities.get(name)
-            if name not in self._tiles.names or full is None:
-                raise ValueError(f"{self.game.name}: no entity type {name!r} in the observation")
-            t = self._tiles.names.index(name)
-            requested = obs_filter.entities[name].features
-            if list(requested) != list(full.features):
-                missing = [f for f in requested if f not in full.features]
-                if missing:
-                    raise ValueError(
-                        f"{self.game.name}: entity type {name!r} has no features {missing}"
-                    )
-                columns = [full.features.index(f) for f in requested]
-                data = np.ascontiguousarray(outs[t][:, columns])
-            else:
-                data = outs[t]
-            lengths = np.ascontiguousarray(counts[:, t])
-            features[name] = RaggedBufferF32.from_flattened(data, lengths)
-            actor += lengths
-
-    def _plan_for(self, obs_filter: ObsSpace) -> EntityPlan:
+    def _view_for(self, obs_filter: ObsSpace) -> RaggedObservation:
+        """The native observation of a filter (made once per distinct filter)."""
         key = (
             tuple((name, tuple(e.features)) for name, e in obs_filter.entities.items()),
             tuple(obs_filter.global_features),
         )
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = EntityPlan(self.game, self._obs_space, obs_filter, window=self.entity_window)
-            self._plans[key] = plan
-        if plan is not self._plan:
-            self._stepper.collector.set_plan(*plan.arrays)
-            self._plan = plan
-        return plan
+        view = self._views.get(key)
+        if view is None:
+            view = RaggedObservation(
+                self.game, self._obs_space, obs_filter, self.num_envs,
+                window=self.entity_window, tiles=self._tiles, actor=self.actor,
+            )  # fmt: skip
+            self._views[key] = view
+        return view
 
     def _observe(self, obs_filter: ObsSpace) -> VecObs:
-        plan = self._plan_for(obs_filter)
-        stepper, n = self._stepper, self._stepper.num_envs
-        collector = stepper.collector  # scalars, trailer and heads: filled by refresh()
-        if self.tilemap and self._grid is None:
-            self._grid = np.zeros((n, *collector.grid_shape()), dtype=np.int32)
-        values = stepper.step_values()
-        rows, counts = plan.gather(collector, n, values)
-        features: Dict[str, RaggedBufferF32] = {
-            name: RaggedBufferF32.from_flattened(rows[s], counts[s])
-            for s, name in enumerate(plan.entity_types)
-        }
-        # The global entity comes after all others; the Player is each env's first entity.
-        actor = counts.sum(axis=0)
-        self._add_tile_entities(features, obs_filter, actor, collector, values)
-        if self.actor == "player":
-            if not plan.entity_types or plan.entity_types[0] != "Player":
-                raise ValueError("actor='player' needs the Player entity in the observation")
-            actor = np.zeros_like(actor)
-        globals_ = global_features(self.game, plan.global_features, values)
-        features[GLOBAL_ENTITY] = RaggedBufferF32.from_flattened(globals_, self._ones)
-        action_masks: Dict[str, VecActionMask] = {
-            ACTION_NAME: VecCategoricalActionMask(
-                RaggedBufferI64.from_flattened(actor.reshape(-1, 1), self._ones), None
-            )
-        }
-        done = values.scalars["done"] != 0
-        metrics: Dict[str, Metric] = {}
-        if done.any():
-            finished = values.scalars["level_complete"][done]
-            metrics["level_complete"] = Metric(
-                count=int(done.sum()), sum=float(finished.sum()),
-                min=float(finished.min()), max=float(finished.max()),
-            )  # fmt: skip
-        return VecObs(
-            features=features,
-            visible={},
-            action_masks=action_masks,
-            reward=values.scalars["reward"].astype(np.float32),
-            done=done,
-            metrics=metrics,
-        )
+        """The observation of the current states (no step)."""
+        view = self._view_for(obs_filter)
+        outs = view.outputs()
+        return view.vec_obs(self._stepper.observe(view.builder, outs), outs)

@@ -1,10 +1,10 @@
 """Padded entity observations: every entity type as a fixed [cap, F] array with a mask.
 
-``PaddedObservation`` holds a game's layout (entity types, features, caps) and turns what the C
-gatherer produced for one step (rows of each type in env order, rows per env) into the dict of
-padded arrays; types with more entities than their cap keep those nearest the player. The layout
-also defines the flat form (``flatten``/``unflatten``): per type its [cap * F] values then its
-[cap] mask, in declaration order, then the globals, then (``grid_size > 0``) the class image.
+``PaddedObservation`` holds a game's layout (entity types, features, caps) and makes the arrays
+the native builder (csrc/observation.h) pads each step's rows into; types with more entities
+than their cap keep those nearest the player. The layout also defines the flat form
+(``flatten``/``unflatten``): per type its [cap * F] values then its [cap] mask, in declaration
+order, then the globals, then (``grid_size > 0``) the class image.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Dict, List, Mapping, Optional, Tuple, Union
 import numpy as np
 import numpy.typing as npt
 
-from procgen_entities._native import _collector
 from procgen_entities.errors import UsageError
 from procgen_entities.features import FeatureSpace
 from procgen_entities.games import Game, default_caps
@@ -119,8 +118,8 @@ class PaddedObservation:
         )  # fmt: skip
 
     def empty(self, n: Optional[int] = None) -> Dict[str, npt.NDArray]:
-        """New arrays for one observation of ``n`` envs (default: all; pad and the native
-        builder write every element)."""
+        """New arrays for one observation of ``n`` envs (default: all; the native builder
+        writes every element)."""
         n = self.n if n is None else n
         out: Dict[str, npt.NDArray] = {}
         for name, cap in self.caps.items():
@@ -130,26 +129,6 @@ class PaddedObservation:
         if self.grid_size:
             out[GRID_KEY] = np.empty((n, self.grid_size, self.grid_size), dtype=np.uint8)
         return out
-
-    def pad(
-        self,
-        name: str,
-        rows: npt.NDArray[np.float32],
-        counts: npt.NDArray[np.int64],
-        out: Dict[str, npt.NDArray],
-        nearest: Optional[Tuple[int, int, Optional[npt.NDArray[np.float32]]]] = None,
-    ) -> npt.NDArray[np.int64]:
-        """Write one type's rows (env order, ``counts`` per env) into ``out`` in C; returns how
-        many entities each env had beyond the cap. ``nearest``: (x column, y column, player
-        positions [n, 2] or None when the columns are already relative to the player) by which
-        the rows nearest the player are kept; None keeps the first ones."""
-        dropped = np.empty(self.n, dtype=np.int64)
-        cx, cy, player = nearest if nearest is not None else (-1, -1, None)
-        _collector.pad_rows(
-            np.ascontiguousarray(rows, dtype=np.float32), np.ascontiguousarray(counts),
-            out[name], out[f"{name}_mask"].view(np.uint8), dropped, cx, cy, player,
-        )  # fmt: skip
-        return dropped
 
     def flatten(self, obs: Mapping[str, npt.NDArray]) -> npt.NDArray[np.float32]:
         """[n, flat_size]: per type its values then its mask, in order, then the globals."""

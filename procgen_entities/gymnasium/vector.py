@@ -1,8 +1,9 @@
 """EntityVectorEnv: procgen's entities as a native Gymnasium VectorEnv (padded arrays and masks).
 
-Built on the core stepper (stepper.py) and the C gatherer, like ProcgenVecEnv: one call steps
-every env, gathers the entity features of every type into one buffer, and numpy pads them into
-the observation dict (no per-env Python).
+Built on the core stepper (stepper.py) and the native observation builder (csrc/observation.h),
+like ProcgenVecEnv: with the headless engine one native call steps every env and reads its
+game straight into the padded arrays of the observation dict (no per-env Python); the numpy
+reference it is tested against is procgen_entities/observation_reference.py.
 
 Episodes (``autoreset_mode``):
 
@@ -45,10 +46,9 @@ from procgen_entities.features import (
     ACTION_LABELS,
     EntityPlan,
     FeatureSpace,
-    StepValues,
     feature_space,
-    global_features,
     native_global_ops,
+    native_plan_inputs,
 )
 from procgen_entities.games import get_game
 from procgen_entities.gymnasium.observation import (
@@ -145,11 +145,10 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self._layout = PaddedObservation(self._space, caps, num_envs, window if grid else 0)
         self._plan = EntityPlan(self.game, self._space, self._space, window=entity_window)
         self.grid_marks = self._grid_marks() if grid_entities else ()
-        self._tiles = CameraConverter(self.game.name, tilemap, num_envs) if tilemap else None
+        self._tiles = CameraConverter(self.game.name, tilemap) if tilemap else None
         self._images: Optional[CameraConverter] = None
         if grid:  # the tilemap's converter places the windows; without one, its own
-            self._images = self._tiles or CameraConverter(self.game.name, "tiles", num_envs)
-        self._grid: Optional[npt.NDArray[np.int32]] = None
+            self._images = self._tiles or CameraConverter(self.game.name, "tiles")
         self.flatten = flatten
         self._distance_columns = {
             name: _distance_columns(list(e.features)) for name, e in self._space.entities.items()
@@ -369,12 +368,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         names = list(layout.caps)
         if names[: len(plan.entity_types)] != plan.entity_types:
             raise AssertionError("the layout's types must start with the plan's")
-        derived = np.zeros(max(1, len(plan.codes)), dtype=np.int32)
-        for s, slot_derived in enumerate(plan.derived):
-            for column, _ in slot_derived:
-                derived[plan.feature_start[s] + column] = _collector.DERIVED_IS_TARGET
-        target = list(game.trailer_vectors).index("target_bools") if "target_bools" in (
-            game.trailer_vectors) else -1  # fmt: skip
+        derived, target, support = native_plan_inputs(game, plan)
         player_columns = self._distance_columns.get("Player")
         player = (-1, -1, -1)
         if "Player" in layout.caps and player_columns is not None:
@@ -388,14 +382,6 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             elif columns is not None and player[0] >= 0 and name != "Player":
                 rank = (columns[1], columns[2], 1)
             types.append((layout.caps[name], layout.widths[name], *rank))
-        support: Tuple[List[int], int, int] = ([], -1, 0)
-        if game.support is not None:
-            flag = game.support.flag
-            support = (
-                [t for name in game.support.tiles for t in game.tiles[name]],
-                list(game.trailer_scalars).index(flag) if flag is not None else -1,
-                int(game.support.at_rest),
-            )
         tiles = image = None
         if self._tiles is not None:
             tiles = (*self._tiles.native_spec, self._tiles.mode, self._tiles.chunk)
@@ -426,97 +412,6 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
 
     def _finish(self, obs: Dict[str, npt.NDArray]) -> Any:
         return self._layout.flatten(obs) if self.flatten else obs
-
-    def _observe_reference(
-        self, collector: Any, values: Optional[StepValues] = None
-    ) -> Tuple[Any, npt.NDArray[np.int64]]:
-        """The padded observation of every state in ``collector``'s set (``values``: its parsed
-        scalars; default: the stepper's current ones), and per env the number of entities
-        beyond the caps, assembled in numpy from the C gather, padding and tilemap kernels: the
-        reference the native builder is tested against (tests/test_observation.py)."""
-        layout, plan = self._layout, self._plan
-        values = values if values is not None else self._stepper.step_values()
-        out = layout.empty()
-        if not collector.has_plan:
-            collector.set_plan(*self._plan.arrays)
-        rows, counts = plan.gather(collector, self.num_envs, values)
-        dropped = np.zeros(self.num_envs, dtype=np.int64)
-        for s, name in enumerate(plan.entity_types):
-            dropped += layout.pad(name, rows[s], counts[s], out, self._nearest(name, out))
-        if self._tiles is not None:
-            dropped += self._pad_tiles(collector, values, out)
-        if self._images is not None:
-            self._class_image(collector, values, out[GRID_KEY])
-            if self.grid_marks:
-                self._mark_reference(rows, counts, out[GRID_KEY])
-        out[GLOBAL_KEY][:] = global_features(self.game, self._space.global_features, values)
-        return (layout.flatten(out) if self.flatten else out), dropped
-
-    def _nearest(
-        self, name: str, out: Dict[str, npt.NDArray]
-    ) -> Optional[Tuple[int, int, Optional[npt.NDArray[np.float32]]]]:
-        """How pad ranks this type's rows by distance to the player (None: it cannot)."""
-        columns = self._distance_columns[name]
-        if columns is None:
-            return None
-        kind, cx, cy = columns
-        if kind == "relative":
-            return cx, cy, None
-        player_columns = self._distance_columns.get("Player")
-        if "Player" not in out or player_columns is None or name == "Player":
-            return None
-        _, px, py = player_columns
-        player = np.ascontiguousarray(out["Player"][:, 0, [px, py]])
-        return cx, cy, player
-
-    def _grid_buffer(self) -> npt.NDArray[np.int32]:
-        if self._grid is None:
-            self._grid = np.zeros(
-                (self.num_envs, *self._stepper.collector.grid_shape()), dtype=np.int32
-            )
-        return self._grid
-
-    def _class_image(self, collector: Any, values: StepValues, out: npt.NDArray[np.uint8]) -> None:
-        """The camera squares' class images (after ``_pad_tiles``, which already copied the
-        window rows, when there is a tilemap)."""
-        assert self._images is not None
-        grid = self._grid_buffer()
-        if self._tiles is None:
-            self._images.read_windows(collector, grid, values.scalars)
-        self._images.class_images(grid, out)
-
-    def _mark_reference(
-        self, rows: List[npt.NDArray], counts: npt.NDArray[np.int64], out: npt.NDArray[np.uint8]
-    ) -> None:
-        """The reference's entity marks, in numpy from the gathered rows' x and y and the
-        windows ``_class_image`` placed (the native builder draws them in C)."""
-        assert self._images is not None
-        crops, size = self._images.crops, out.shape[1]
-        for s, value in enumerate(self._mark_values()):
-            name = self._plan.entity_types[s]
-            if not value:
-                continue
-            features = list(self._space.entities[name].features)
-            xy = np.floor(rows[s][:, [features.index("x"), features.index("y")]])
-            env = np.repeat(np.arange(self.num_envs), counts[s])
-            cx, cy = xy[:, 0] - crops[env, 0], xy[:, 1] - crops[env, 1]
-            inside = (cx >= 0) & (cx < crops[env, 2]) & (cy >= 0) & (cy < crops[env, 3])
-            col = cx + (size - crops[env, 2]) // 2
-            row = size - 1 - (size - crops[env, 3]) // 2 - cy
-            inside &= (col >= 0) & (col < size) & (row >= 0) & (row < size)
-            at = (env[inside], row[inside].astype(np.int64), col[inside].astype(np.int64))
-            np.maximum.at(out, at, np.uint8(value))
-
-    def _pad_tiles(
-        self, collector: Any, values: StepValues, out: Dict[str, npt.NDArray]
-    ) -> npt.NDArray[np.int64]:
-        assert self._tiles is not None
-        outs, counts = self._tiles.convert_states(collector, self._grid_buffer(), values.scalars)
-        dropped = np.zeros(self.num_envs, dtype=np.int64)
-        for t, name in enumerate(self._tiles.names):
-            rows, n_rows = outs[t], np.ascontiguousarray(counts[:, t])
-            dropped += self._layout.pad(name, rows, n_rows, out, self._nearest(name, out))
-        return dropped
 
     def _add_final(self, info: Dict[str, Any], ended: npt.NDArray[np.bool_]) -> None:
         """SAME_STEP: the terminal observations (headless engine only; never made up), built
