@@ -94,7 +94,7 @@ class RaggedObservation:
     tilemap's), its global features, reward, done and the level_complete metric, in one native
     call per step (``ObservationBuilder`` with ragged output). ``tiles``: the env's
     CameraConverter when it has a tilemap; ``window``, ``actor``: as ProcgenVecEnv's. Refuses
-    (ValueError) a filter the full space does not hold, before anything is stepped."""
+    (UsageError) a filter the full space does not hold, before anything is stepped."""
 
     def __init__(
         self,
@@ -109,7 +109,7 @@ class RaggedObservation:
     ) -> None:
         self.plan = plan = EntityPlan(game, full, requested, window=window)
         if actor == "player" and (not plan.entity_types or plan.entity_types[0] != "Player"):
-            raise ValueError("actor='player' needs the Player entity in the observation")
+            raise UsageError("actor='player' needs the Player entity in the observation")
         self.player_actor = actor == "player"
         wanted = [name for name in requested.entities if name not in plan.entity_types]
         tile_names: List[str] = list(tiles.names) if tiles is not None and wanted else []
@@ -147,15 +147,15 @@ class RaggedObservation:
     def _tile_columns(
         game: Game, full: ObsSpace, requested: ObsSpace, name: str, tile_names: List[str]
     ) -> npt.NDArray[np.int32]:
-        """The columns a filter keeps of tilemap type ``name`` (ValueError: none such)."""
+        """The columns a filter keeps of tilemap type ``name`` (UsageError: none such)."""
         entity = full.entities.get(name)
         if name not in tile_names or entity is None:
-            raise ValueError(f"{game.name}: no entity type {name!r} in the observation")
+            raise UsageError(f"{game.name}: no entity type {name!r} in the observation")
         features = list(entity.features)
         chosen = list(requested.entities[name].features)
         missing = [f for f in chosen if f not in features]
         if missing:
-            raise ValueError(f"{game.name}: entity type {name!r} has no features {missing}")
+            raise UsageError(f"{game.name}: entity type {name!r} has no features {missing}")
         return np.array([features.index(f) for f in chosen], dtype=np.int32)
 
     def outputs(self) -> Tuple[Any, ...]:
