@@ -130,7 +130,9 @@ CHECKPOINTS = sorted(p for p in (REPO / "checkpoints").glob("*") if p.is_dir())
 def test_the_trained_games_have_committed_checkpoints() -> None:
     """One per trained game, and coinrun's 15M flat MLP (the flat format) beside them."""
     names = [p.name for p in CHECKPOINTS]
-    assert names == ["bigfish", "climber", "coinrun", "coinrun-15m", "coinrun-200", "ninja"]
+    assert names == [
+        "bigfish", "climber", "climber-200", "coinrun", "coinrun-15m", "coinrun-200", "ninja",
+    ]  # fmt: skip
 
 
 def test_protocol_checkpoints_trained_on_levels_0_to_199_for_at_most_25m_steps() -> None:
