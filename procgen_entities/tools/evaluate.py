@@ -187,7 +187,8 @@ def death_cause(game: Game, batch: Any, i: int) -> str:
     "other": an end that is no hazard (plunder's juice running out; leaper's log carrying the
     player out of the world; a game without hazards has only complete and timeout), or a
     hazard procgen erased in the step it ended the episode (starpilot's ship that the player's
-    shots destroyed the step before; bossfight's bullet that a barrier also stopped)."""
+    shots destroyed the step before, dodgeball's enemy its ball destroyed, bossfight's bullet
+    that a barrier also stopped, ninja's explosion in its last step)."""
     names = ("x", "y", "rx", "ry", "vx", "vy", "type")
     fields = {name: batch.entity_fields.index(name) for name in names}
     rows = batch.state_entities(i)
