@@ -200,7 +200,8 @@ class Game:
     #: Platformers' terrain for the tilemap "columns" mode: (class of a column's body, class that
     #: may cap it or None).
     column_terrain: tuple[str, str | None] | None = None
-    #: The procgen paper's R_min, R_max (easy mode) for normalised returns, where used here.
+    #: The procgen paper's R_min, R_max (easy mode) for normalised returns, as openai/train-procgen
+    #: train_procgen/constants.py EASY_GAME_RANGES prints them; every game declares its own.
     return_range: tuple[float, float] | None = None
     #: The tilemap mode training uses (tools/train.py): the layout the terrain is best read in.
     training_tilemap: str | None = None
@@ -209,7 +210,9 @@ class Game:
     training_caps: Mapping[str, int] = field(default_factory=dict)
     #: Platformers: what lets the player jump (the derived global feature ``on_ground``).
     support: Support | None = None
-    #: Entity types and tile classes whose touch ends an episode (the evaluation's death causes).
+    #: Entity types and tile classes whose touch ends an episode (the evaluation's death causes,
+    #: in the order tools/evaluate.py death_cause tries them; it tests a few by procgen's own,
+    #: narrower rule: bigfish's larger fish, leaper's drowning, miner's falling rocks).
     hazards: tuple[str, ...] = ()
     #: Published returns to beat (easy, full distribution, 25M steps, episode return during
     #: training), by ANCHOR_SOURCES key: what docs/training.md and the curves compare against.
@@ -330,6 +333,9 @@ _GAME_LIST = [
         name="bigfish",
         cpp_class="BigFish",
         anchors={"procgen_ppo": 19.99, "pixel_ppo": 16.46, "roguenet_2022": 34.0},
+        # bigfish.cpp:45-58: a touched fish with a larger rx than the player's ends it (a
+        # smaller one is eaten and erased that step); tools/evaluate.py counts only those
+        hazards=("Fish",),
         # the 2022 entity agent's settings won the 5M ablation (docs/training.md)
         recipe=Recipe(
             trainer="enn",
@@ -361,6 +367,8 @@ _GAME_LIST = [
     Game(
         name="bossfight",
         anchors={"procgen_ppo": 8.74},
+        return_range=(0.5, 13.0),  # train-procgen EASY_GAME_RANGES
+        hazards=("Boss", "Barrier", "EnemyBullet"),  # bossfight.cpp:109-120
         cpp_class="BossfightGame",
         invariants=("len(attack_modes) == num_rounds",),
         trailer=(("attack_modes", "vi"),)
@@ -412,6 +420,8 @@ _GAME_LIST = [
     Game(
         name="caveflyer",
         anchors={"procgen_ppo": 7.38},
+        return_range=(3.5, 12.0),  # train-procgen EASY_GAME_RANGES
+        hazards=("Obstacle", "Enemy", "Target"),  # caveflyer.cpp:56-70
         exploration_level=1259048185,
         cpp_class="CaveFlyerGame",
         modes=("easy", "hard", "memory"),
@@ -434,6 +444,10 @@ _GAME_LIST = [
     Game(
         name="chaser",
         anchors={"procgen_ppo": 6.99},
+        return_range=(0.5, 13.0),  # train-procgen EASY_GAME_RANGES
+        # chaser.cpp:119-132: an enemy ends it unless edible, and an edible one touched is
+        # erased that step, so the terminal state shows only the one that caught the player
+        hazards=("Enemy",),
         cpp_class="ChaserGame",
         modes=("easy", "hard", "extreme"),
         invariants=("len(is_space_vec) == grid.cells",),
@@ -530,6 +544,8 @@ _GAME_LIST = [
     Game(
         name="dodgeball",
         anchors={"procgen_ppo": 6.49},
+        return_range=(1.5, 19.0),  # train-procgen EASY_GAME_RANGES
+        hazards=("Enemy", "EnemyBall", "Wall"),  # dodgeball.cpp:102-118
         cpp_class="DodgeballGame",
         modes=("easy", "hard", "extreme", "memory"),
         trailer=_floats("min_dim", "hard_min_dim", "ball_vscale", "ball_r")
@@ -556,6 +572,8 @@ _GAME_LIST = [
     Game(
         name="fruitbot",
         anchors={"procgen_ppo": 28.49},
+        return_range=(-1.5, 32.4),  # train-procgen EASY_GAME_RANGES
+        hazards=("Barrier", "LockedDoor"),  # fruitbot.cpp:96-116 (doors: hard mode)
         cpp_class="FruitBotGame",
         trailer=_floats("min_dim", "bullet_vscale") + _ints("last_fire_time"),
         entity_types={
@@ -581,6 +599,8 @@ _GAME_LIST = [
     Game(
         name="heist",
         anchors={"procgen_ppo": 7.18},
+        return_range=(3.5, 10.0),  # train-procgen EASY_GAME_RANGES
+        # no hazards: only the exit ends an episode before the time limit (heist.cpp:80-96)
         exploration_level=876640971,
         cpp_class="HeistGame",
         modes=("easy", "hard", "memory"),
@@ -597,6 +617,8 @@ _GAME_LIST = [
     Game(
         name="jumper",
         anchors={"procgen_ppo": 7.78},
+        return_range=(1.0, 10.0),  # train-procgen EASY_GAME_RANGES
+        hazards=("Spike",),  # jumper.cpp:80-90
         exploration_level=1434825276,
         cpp_class="Jumper",
         modes=("easy", "hard", "memory"),
@@ -615,6 +637,10 @@ _GAME_LIST = [
     Game(
         name="leaper",
         anchors={"procgen_ppo": 7.1},
+        return_range=(1.5, 10.0),  # train-procgen EASY_GAME_RANGES
+        # leaper.cpp:77-85 (cars); 259-274: the player at rest with its centre in Water and
+        # no Log under it drowns (tools/evaluate.py tests that, not a touch)
+        hazards=("Car", "Water"),
         exploration_level=1318677581,
         cpp_class="LeaperGame",
         modes=("easy", "hard", "extreme"),
@@ -628,6 +654,8 @@ _GAME_LIST = [
     Game(
         name="maze",
         anchors={"procgen_ppo": 9.86},
+        return_range=(5.0, 10.0),  # train-procgen EASY_GAME_RANGES
+        # no hazards: only the goal ends an episode before the time limit (maze.cpp:105-123)
         exploration_level=158988835,
         cpp_class="MazeGame",
         modes=("easy", "hard", "memory"),
@@ -641,6 +669,10 @@ _GAME_LIST = [
     Game(
         name="miner",
         anchors={"procgen_ppo": 11.1},
+        return_range=(1.5, 13.0),  # train-procgen EASY_GAME_RANGES
+        # miner.cpp:271-292: a falling boulder or diamond in the cell above the player's
+        # ends it (tools/evaluate.py tests that cell, not a touch)
+        hazards=("MovingBoulder", "MovingDiamond"),
         cpp_class="MinerGame",
         modes=("easy", "hard", "memory"),
         trailer=_ints("diamonds_remaining"),
@@ -686,6 +718,8 @@ _GAME_LIST = [
     Game(
         name="plunder",
         anchors={"procgen_ppo": 14.63},
+        return_range=(4.5, 30.0),  # train-procgen EASY_GAME_RANGES
+        # no hazards: the other end is the juice running out (plunder.cpp:225-226), no touch
         cpp_class="PlunderGame",
         invariants=(
             "len(lane_directions) == num_lanes == len(lane_vels)",
@@ -725,6 +759,9 @@ _GAME_LIST = [
         name="starpilot",
         cpp_class="StarPilotGame",
         anchors={"procgen_ppo": 34.16, "pixel_ppo": 30.99},
+        return_range=(2.5, 64.0),  # train-procgen EASY_GAME_RANGES
+        # starpilot.cpp:126-136, 346-350 (is_lethal): one touch kills, the player has no health
+        hazards=("Flyer", "FastFlyer", "EnemyBullet", "TurretBullet", "Turret", "Meteor"),
         modes=("easy", "hard", "extreme"),
         trailer=(("spawners", "ve"),),
         entity_types={

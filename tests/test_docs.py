@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import re
 import tokenize
 from dataclasses import dataclass
@@ -69,6 +70,44 @@ def test_protocol_figures_in_the_docs_are_the_checked_in_evaluations(run: str, n
     mine = next(v for k, v in evaluation.items() if k.startswith("checkpoint"))
     figure = f"{mine['return']:.2f} ± {mine['return_ci95']:.2f}"
     assert figure in (DOCS / "training.md").read_text(), figure
+
+
+BASELINES = sorted((DOCS / "runs" / "baselines").glob("*.json"))
+
+
+def baseline_row(record: Dict[str, Any]) -> str:
+    """docs/training.md's row of one game's ``evaluate --game`` table (docs/runs/baselines):
+    the return (normalised) of random, the best constant and the scripted rule, and random's
+    episode ends."""
+
+    def cell(summary: Optional[Dict[str, Any]]) -> str:
+        if summary is None:
+            return "-"
+        mean, ci, normalised = summary["return"], summary["return_ci95"], summary["normalised"]
+        return f"{mean:.2f} ± {ci:.2f} ({normalised:+.2f})"
+
+    constant = next(k for k in record if k.startswith("constant "))
+    ends = ", ".join(f"{k} {v}" for k, v in record["random"]["ends"].items())
+    return (f"| {record['game']} | {cell(record['random'])} | {constant.split()[1]} | "
+            f"{cell(record[constant])} | {cell(record.get('scripted'))} | {ends} |")  # fmt: skip
+
+
+def test_every_game_has_its_baselines_recorded() -> None:
+    from procgen_entities.games import GAME_NAMES
+    from procgen_entities.tools.evaluate import EVAL_SEED
+
+    assert [p.stem for p in BASELINES] == sorted(GAME_NAMES)
+    for path in BASELINES:
+        record = json.loads(path.read_text())
+        assert record["seed"] == EVAL_SEED and record["distribution_mode"] == "easy"
+        assert record["game"] == path.stem and record["random"]["episodes"] == 200
+
+
+@pytest.mark.parametrize("path", BASELINES, ids=[p.stem for p in BASELINES])
+def test_the_baselines_table_comes_from_the_runs(path: Path) -> None:
+    """Issue 36's table: each game's row is its docs/runs/baselines JSON."""
+    row = baseline_row(json.loads(path.read_text()))
+    assert row in (DOCS / "training.md").read_text(), row
 
 
 @pytest.mark.parametrize(

@@ -3,23 +3,25 @@
     python -m procgen_entities.evaluate CHECKPOINT [--episodes 1000] [--seed S] [--sampled]
                                         [--baselines all|none] [--batch 256]
     python -m procgen_entities.evaluate CHECKPOINT --levels DIR [--json FILE]
+    python -m procgen_entities.evaluate --game GAME [--episodes N] [--seed S] [--json FILE]
 
 Runs the checkpoint (greedy unless ``--sampled``) for one episode on each of ``--episodes``
 levels drawn with ``--seed`` (procgen's level sampling; the training used other seeds, and
 with the full distribution a level repeats with probability ~1e-6; ``--train-levels``: drawn
 from the checkpoint's own ``num_levels`` training levels instead), then the baselines on the
 same levels: uniformly random actions, every constant action (the best is shown), and for
-coinrun a scripted hazard-aware rule (``SCRIPTED``). Prints per policy the completion rate and
-mean return with 95% confidence intervals and the episodes' ends by cause (complete, each of
-the game's hazards as the terminal state shows it, timeout, other); the last line is the
-checkpoint's ``completion <percent>% return <mean> over <N> episodes``. ``--json FILE`` writes
-the table. At most ``--batch`` envs (default 256) run at once: more episodes run in batches on
-the same levels, with the same results (the random baseline's draws too; a ``--sampled``
-checkpoint draws its actions per batch, so its figures move within their noise). A checkpoint
-is an SB3 one (tools/sb3_ppo.py; data files only, see tools/checkpoint.py) or an enn-trainer
-one (``python -m procgen_entities.train`` writes ``DIR/checkpoint``; tools/enn_policy.py).
-``--backend numpy`` runs an SB3 checkpoint without torch (the default, auto, uses torch when it
-and SB3 are installed).
+coinrun and bigfish a scripted hazard-aware rule (``SCRIPTED``). Prints per policy the
+completion rate and mean return with 95% confidence intervals, the return normalised by the
+procgen paper's range (``Game.return_range``), and the episodes' ends by cause (complete, each
+of the game's hazards as the terminal state shows it, see death_cause, timeout, other); the
+last line is the checkpoint's ``completion <percent>% return <mean> over <N> episodes``.
+``--json FILE`` writes the table. At most ``--batch`` envs (default 256) run at once: more
+episodes run in batches on the same levels, with the same results (the random baseline's draws
+too; a ``--sampled`` checkpoint draws its actions per batch, so its figures move within their
+noise). A checkpoint is an SB3 one (tools/sb3_ppo.py; data files only, see tools/checkpoint.py)
+or an enn-trainer one (``python -m procgen_entities.train`` writes ``DIR/checkpoint``;
+tools/enn_policy.py). ``--backend numpy`` runs an SB3 checkpoint without torch (the default,
+auto, uses torch when it and SB3 are installed).
 
 ``--levels DIR`` plays the checkpoint instead for one episode from each level file of DIR (text
 levels ``*.txt`` and saved get_state blobs, tools/levels.py; every file not starting with '.',
@@ -28,8 +30,14 @@ return, steps), then the same last line over the levels. Each level is played in
 state fits (its distribution mode and options; at most ``--batch`` levels per env), with the
 checkpoint's observation; no baselines.
 
-Exit status: 0 on success, 2 for a bad option or checkpoint folder (one line on stderr, checked
-before any episode runs).
+``--game GAME`` (instead of a checkpoint) runs the baselines alone, with the game's default
+observation (EntityVectorEnv's), on the levels a checkpoint of the game gets (the full
+distribution, easy unless ``--mode``): the same table, no checkpoint row or last line; its
+``--json`` also names the game and mode. The checkpoint's options (``--levels``,
+``--train-levels``, ``--sampled``, ``--backend``, ``--baselines none``) are refused with it.
+
+Exit status: 0 on success, 2 for a bad option or checkpoint folder, or for neither or both of
+a checkpoint and ``--game`` (one line on stderr, checked before any episode runs).
 """
 
 from __future__ import annotations
@@ -49,7 +57,7 @@ from tqdm import tqdm
 
 from procgen_entities.errors import UsageError
 from procgen_entities.features import ACTION_LABELS, feature_space
-from procgen_entities.games import Game, get_game
+from procgen_entities.games import GAME_NAMES, Game, get_game
 from procgen_entities.procgen_envs import group_seeds, valid_modes
 from procgen_entities.stepper import default_num_groups, group_sizes
 from procgen_entities.tools.checkpoint import (
@@ -69,8 +77,8 @@ from procgen_entities.tools.levels import (
 )
 
 __all__ = [
-    "BatchedPolicy", "DEFAULT_BATCH", "Episodes", "RandomActions", "SCRIPTED", "death_cause",
-    "first_level_seeds", "main", "run_episodes",
+    "BatchedPolicy", "DEFAULT_BATCH", "Episodes", "HAZARD_RULES", "RandomActions", "SCRIPTED",
+    "death_cause", "first_level_seeds", "main", "run_episodes", "scripted_bigfish",
 ]  # fmt: skip
 
 EVAL_SEED = 1_000_003  # the training tools never seed their envs with it
@@ -119,21 +127,85 @@ def _touches_tile(player: np.ndarray, grid: np.ndarray, tiles: tuple, fields: Ma
     return any(int(grid[r, c]) in tiles for r in rows for c in cols)
 
 
+def _of_type(game: Game, rows: np.ndarray, fields: Mapping[str, int], name: str) -> np.ndarray:
+    ids = [tid for tid, type_name in game.entity_types.items() if type_name == name]
+    return rows[np.isin(rows[:, fields["type"]].astype(int), ids)]
+
+
+def _larger_fish(game: Game, hazard: str, player: np.ndarray, rows: np.ndarray,
+                 grid: Optional[np.ndarray], fields: Mapping[str, int]) -> bool:  # fmt: skip
+    """bigfish.cpp:45-58: a fish ends the episode only when its rx is larger than the
+    player's; a smaller one it touches is eaten (erased that step)."""
+    fish = _of_type(game, rows, fields, hazard)
+    larger = np.abs(fish[:, fields["rx"]]) > abs(player[fields["rx"]])
+    return _overlaps(player, fish[larger], fields)
+
+
+def _drowned(game: Game, hazard: str, player: np.ndarray, rows: np.ndarray,
+             grid: Optional[np.ndarray], fields: Mapping[str, int]) -> bool:  # fmt: skip
+    """leaper.cpp:259-274: the player drowns when it is at rest, the cell under its centre is
+    water and no log holds it (has_collision with margin -rx: |dx| < log rx and |dy| < player
+    ry + log ry - player rx). Touching water is no death: a player on a log touches it."""
+    x, y, rx, ry, vx, vy = (float(player[fields[f]]) for f in ("x", "y", "rx", "ry", "vx", "vy"))
+    col, row = math.floor(x), math.floor(y)
+    if grid is None or vx != 0 or vy != 0 or not (0 <= row < grid.shape[0]
+                                                  and 0 <= col < grid.shape[1]):  # fmt: skip
+        return False
+    if int(grid[row, col]) not in game.tiles[hazard]:
+        return False
+    logs = _of_type(game, rows, fields, "Log")
+    held = np.abs(logs[:, fields["x"]] - x) < np.abs(logs[:, fields["rx"]])
+    held &= np.abs(logs[:, fields["y"]] - y) < ry + np.abs(logs[:, fields["ry"]]) - rx
+    return not held.any()
+
+
+def _falls_on(game: Game, hazard: str, player: np.ndarray, rows: np.ndarray,
+              grid: Optional[np.ndarray], fields: Mapping[str, int]) -> bool:  # fmt: skip
+    """miner.cpp:271-292: a boulder or diamond still falling (its moving tile) into the
+    player's cell from the one above ends the episode, and stays in that cell; the player's
+    box also touches the cells to its right, where a falling rock does nothing."""
+    col = math.floor(float(player[fields["x"]]))
+    row = math.floor(float(player[fields["y"]])) + 1  # procgen's y grows upwards
+    if grid is None or not (0 <= row < grid.shape[0] and 0 <= col < grid.shape[1]):
+        return False
+    return int(grid[row, col]) in game.tiles[hazard]
+
+
+#: Hazards whose end is not the player's box touching them in the terminal state (the test of
+#: every other hazard: entities' boxes, or the cells under the player's box as procgen's
+#: check_grid_collisions reads them): (game, hazard) -> procgen's own condition.
+HAZARD_RULES: Dict[Tuple[str, str], Callable[..., bool]] = {
+    ("bigfish", "Fish"): _larger_fish,
+    ("leaper", "Water"): _drowned,
+    ("miner", "MovingBoulder"): _falls_on,
+    ("miner", "MovingDiamond"): _falls_on,
+}
+
+
 def death_cause(game: Game, batch: Any, i: int) -> str:
-    """Which of the game's hazards the player touches in terminal state ``i`` of a StateBatch
-    (the first in declaration order), or "other"."""
-    fields = {name: batch.entity_fields.index(name) for name in ("x", "y", "rx", "ry", "type")}
+    """Which of the game's hazards ended terminal state ``i`` of a StateBatch (the first in
+    declaration order): the player touches it there, or for HAZARD_RULES that rule holds; or
+    "other": an end that is no hazard (plunder's juice running out; leaper's log carrying the
+    player out of the world; a game without hazards has only complete and timeout), or a
+    hazard procgen erased in the step it ended the episode (starpilot's ship that the player's
+    shots destroyed the step before, dodgeball's enemy its ball destroyed, bossfight's bullet
+    that a barrier also stopped, ninja's explosion in its last step)."""
+    names = ("x", "y", "rx", "ry", "vx", "vy", "type")
+    fields = {name: batch.entity_fields.index(name) for name in names}
     rows = batch.state_entities(i)
     player = rows[0]
     types = rows[:, fields["type"]].astype(int)
     ids = {name: tid for tid, name in game.entity_types.items()}
+    grid = None if batch.grid is None else batch.grid[i]
     for hazard in game.hazards:
-        if hazard in ids:
+        rule = HAZARD_RULES.get((game.name, hazard))
+        if rule is not None:
+            if rule(game, hazard, player, rows, grid, fields):
+                return hazard.lower()
+        elif hazard in ids:
             if _overlaps(player, rows[types == ids[hazard]], fields):
                 return hazard.lower()
-        elif batch.grid is not None and _touches_tile(
-            player, batch.grid[i], game.tiles[hazard], fields
-        ):
+        elif grid is not None and _touches_tile(player, grid, game.tiles[hazard], fields):
             return hazard.lower()
     return "other"
 
@@ -344,6 +416,40 @@ def scripted_coinrun(feature_names: Mapping[str, tuple]) -> Policy:
     return policy
 
 
+def _move(dx: np.ndarray, dy: np.ndarray) -> np.ndarray:
+    """The action of each (dx, dy) in {-1, 0, 1}^2 (procgen/env.py get_combos: action
+    3 * (dx + 1) + (dy + 1), y upwards)."""
+    return (3 * (dx + 1) + (dy + 1)).astype(np.int64)
+
+
+def scripted_bigfish(feature_names: Mapping[str, tuple]) -> Policy:
+    """Flee the larger fish (the deadly ones, ``_larger_fish``), chase the smaller: the move is
+    the sign of the sum of a push away from every larger fish within 3 units of the player's
+    box (weight 1 / gap^2) and a pull toward every smaller one (weight 3 / (distance + 1)), each
+    fish taken where it will be in 3 steps (fish swim straight across, bigfish.cpp:81-93); a
+    component under 0.38 of the sum's length is no move on that axis."""
+    fish, player = feature_names["Fish"], feature_names["Player"]
+    rel_x, rel_y = fish.index("rel_x"), fish.index("rel_y")
+    fish_vx, fish_rx, player_rx = fish.index("vx"), fish.index("rx"), player.index("rx")
+
+    def policy(obs: Mapping[str, np.ndarray]) -> np.ndarray:
+        seen, rows = obs["Fish_mask"], obs["Fish"]
+        mine = obs["Player"][:, 0, player_rx][:, None]
+        dx = rows[..., rel_x] + 3 * rows[..., fish_vx]
+        dy = rows[..., rel_y]
+        dist = np.sqrt(dx * dx + dy * dy) + 1e-6
+        gap = np.maximum(np.maximum(np.abs(dx), np.abs(dy)) - rows[..., fish_rx] - mine, 0.05)
+        larger = seen & (rows[..., fish_rx] > mine)
+        weight = np.where(larger & (gap < 3), -1 / gap**2, 0.0)
+        weight += np.where(seen & ~larger, 3 / (dist + 1), 0.0)
+        fx, fy = (weight * dx / dist).sum(axis=1), (weight * dy / dist).sum(axis=1)
+        norm = np.sqrt(fx * fx + fy * fy)
+        scale = np.where(norm > 1e-6, 1 / np.maximum(norm, 1e-6), 0.0)
+        return _move(np.round(fx * scale / 0.76), np.round(fy * scale / 0.76))
+
+    return policy
+
+
 def run_levels(
     config: EnvConfig,
     policy: Policy,
@@ -380,7 +486,10 @@ def run_levels(
 
 
 #: Scripted baselines per game (a function of the dict observation's feature names).
-SCRIPTED: Dict[str, Callable[[Mapping[str, tuple]], Policy]] = {"coinrun": scripted_coinrun}
+SCRIPTED: Dict[str, Callable[[Mapping[str, tuple]], Policy]] = {
+    "bigfish": scripted_bigfish,
+    "coinrun": scripted_coinrun,
+}
 
 
 def _constant(action: int) -> Policy:
@@ -449,7 +558,10 @@ def _bounded(low: int, high: int) -> Callable[[str], int]:
 
 def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = _Parser(prog=PROG, description=__doc__.split("\n")[0])
-    parser.add_argument("checkpoint", type=Path, help="a checkpoint folder (env.json, policy.json)")
+    parser.add_argument("checkpoint", type=Path, nargs="?", default=None,
+                        help="a checkpoint folder (env.json, policy.json)")  # fmt: skip
+    parser.add_argument("--game", default=None,
+                        help="no checkpoint: the baselines of GAME alone")  # fmt: skip
     parser.add_argument("--episodes", type=_bounded(1, 10**6), default=1000)
     parser.add_argument("--batch", type=_bounded(1, 10**6), default=DEFAULT_BATCH,
                         help="envs run at once (levels, results do not depend on it)")  # fmt: skip
@@ -470,18 +582,50 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _prepare(args: argparse.Namespace) -> tuple:
-    """(checkpoint, config, policy) of the command line, every problem a one-line exit 2."""
+def _check_json(args: argparse.Namespace) -> None:
     if args.json is not None and (args.json.is_dir() or not args.json.parent.is_dir()):
         _fail(f"--json {args.json}: not a file in an existing folder")
+
+
+def _check_mode(config: EnvConfig, mode: Optional[str]) -> None:
+    if mode:
+        if mode not in valid_modes(config.game):
+            _fail(f"--mode {mode!r}: {config.game} has {', '.join(valid_modes(config.game))}")
+        config.distribution_mode = mode
+
+
+#: Options that only a checkpoint uses, with their defaults: --game refuses them.
+_CHECKPOINT_ONLY = {"levels": None, "train_levels": False, "sampled": False, "baselines": "all",
+                    "backend": "auto"}  # fmt: skip
+
+
+def _prepare_game(args: argparse.Namespace) -> EnvConfig:
+    """The env of ``--game`` (no checkpoint): the game's default observation on the levels a
+    checkpoint's evaluation plays (the full distribution, easy unless --mode), every problem a
+    one-line exit 2."""
+    if args.checkpoint is not None:
+        _fail(f"give a checkpoint folder or --game, not both ({args.checkpoint})")
+    if args.game not in GAME_NAMES:
+        _fail(f"--game {args.game!r}: not a procgen game ({', '.join(GAME_NAMES)})")
+    for name, default in _CHECKPOINT_ONLY.items():
+        if getattr(args, name) != default:
+            option = f"--{name.replace('_', '-')}" + (" none" if name == "baselines" else "")
+            _fail(f"{option} needs a checkpoint (--game runs the baselines alone)")
+    _check_json(args)
+    config = EnvConfig(args.game)
+    _check_mode(config, args.mode)
+    return config
+
+
+def _prepare(args: argparse.Namespace) -> tuple:
+    """(checkpoint, config, policy) of the command line, every problem a one-line exit 2."""
+    if args.checkpoint is None:
+        _fail("give a checkpoint folder or --game GAME (the baselines alone)")
+    _check_json(args)
     try:
         checkpoint = Checkpoint.load(args.checkpoint)
         config = checkpoint.env
-        if args.mode:
-            if args.mode not in valid_modes(config.game):
-                _fail(f"--mode {args.mode!r}: {config.game} has "
-                      f"{', '.join(valid_modes(config.game))}")  # fmt: skip
-            config.distribution_mode = args.mode
+        _check_mode(config, args.mode)
         if not args.train_levels:
             config.num_levels, config.start_level = 0, 0  # test levels: the full distribution
         policy = load_policy(args.checkpoint, deterministic=not args.sampled,
@@ -530,8 +674,44 @@ def _main_levels(args: argparse.Namespace, config: EnvConfig, policy: Policy, la
     return 0
 
 
+def _summaries(game: str, results: Mapping[str, Episodes]) -> Dict[str, Dict[str, Any]]:
+    """Each policy's summary with the procgen paper's normalised return (Game.return_range)."""
+    summaries = {name: r.summary() for name, r in results.items()}
+    r_range = get_game(game).return_range
+    if r_range is not None:
+        for summary in summaries.values():
+            summary["normalised"] = (summary["return"] - r_range[0]) / (r_range[1] - r_range[0])
+    return summaries
+
+
+def _print_table(config: EnvConfig, args: argparse.Namespace, summaries: Mapping[str, Any]) -> None:
+    levels = f"of its {config.num_levels} training levels" if config.num_levels else "levels"
+    print(f"{config.game}, {config.distribution_mode}, {args.episodes} episodes on {levels} "
+          f"(seed {args.seed})")  # fmt: skip
+    print(f"{'policy':34s} {'completion':>14s}   {'return (normalised)':>13s}   episode ends")
+    for name, summary in summaries.items():
+        print(_row(name, summary))
+
+
+def _main_game(args: argparse.Namespace) -> int:
+    """``--game``: the baselines alone, on the levels a checkpoint of the game would play."""
+    config = _prepare_game(args)
+    policies = len(ACTION_LABELS) + 1 + (config.game in SCRIPTED)
+    with tqdm(total=policies * args.episodes, unit="episode", disable=None) as bar:
+        results = baselines(config, args.episodes, args.seed, bar, args.batch)
+    summaries = _summaries(config.game, results)
+    _print_table(config, args, summaries)
+    if args.json:
+        record = {"seed": args.seed, "game": config.game,
+                  "distribution_mode": config.distribution_mode, **summaries}  # fmt: skip
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = _parse_args(argv)
+    if args.game is not None:
+        return _main_game(args)
     checkpoint, config, policy = _prepare(args)
     if "torch" in sys.modules:  # one thread: its pool fought the env's for the cores (3x slower)
         sys.modules["torch"].set_num_threads(1)
@@ -544,17 +724,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                                        batch=args.batch)}  # fmt: skip
         if args.baselines == "all":
             results.update(baselines(config, args.episodes, args.seed, bar, args.batch))
-    summaries = {name: r.summary() for name, r in results.items()}
-    r_range = get_game(config.game).return_range
-    if r_range is not None:  # the procgen paper's normalised return
-        for summary in summaries.values():
-            summary["normalised"] = (summary["return"] - r_range[0]) / (r_range[1] - r_range[0])
-    levels = f"of its {config.num_levels} training levels" if config.num_levels else "levels"
-    print(f"{config.game}, {config.distribution_mode}, {args.episodes} episodes on {levels} "
-          f"(seed {args.seed})")  # fmt: skip
-    print(f"{'policy':34s} {'completion':>14s}   {'return (normalised)':>13s}   episode ends")
-    for name, summary in summaries.items():
-        print(_row(name, summary))
+    summaries = _summaries(config.game, results)
+    _print_table(config, args, summaries)
     if args.json:
         args.json.write_text(json.dumps({"seed": args.seed, **summaries}, indent=1) + "\n")
     mine = summaries[label]
