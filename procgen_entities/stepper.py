@@ -216,7 +216,7 @@ class ProcgenStepper:
         self._closed = True
         self.game: Game = get_game(game)
         if engine not in ENGINES:
-            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+            raise UsageError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         self.num_envs = n = check_num_envs(num_envs)
         self.num_threads = int(num_threads or usable_cpus())
         self._split_groups(_check_groups(num_groups, n), seed, group_seeding)
@@ -410,7 +410,7 @@ class ProcgenStepper:
         now, whether or not theirs ended; the other envs are not stepped (headless engine)."""
         self.check_open()
         if self.engine != "headless":
-            raise ValueError(f"resetting some envs needs the headless engine (this env runs "
+            raise UsageError(f"resetting some envs needs the headless engine (this env runs "
                              f"{self.engine}, where procgen resets its envs itself)")  # fmt: skip
         chosen = np.asarray(mask, dtype=bool)
         self._sync()  # the envs not reset keep their slot: it must hold their current state

@@ -307,13 +307,6 @@ KEPT_VALUE_ERRORS: Dict[Tuple[str, str], str] = {
         "_npz_values", "_check_npz", "read_npz", "Normalizer.load", "MlpPolicy.__init__",
         "FlatGridPolicy.__init__", "FlatGridPolicy._layer", "DictNormalizer.load")},
     ("tools/plot.py", "load_run"): "a file that is not a training run's metrics: bad data",
-    # The observation builder's files, changed on another branch while this one was: only import
-    # lines of them are edited here. Misuse, to become UsageError once that branch is merged.
-    ("entity_gym/vec_env.py", "ProcgenVecEnv._add_tile_entities"): "misuse; wt-obs owns the file",
-    ("entity_gym/vec_env.py", "ProcgenVecEnv._observe"): "misuse; wt-obs owns the file",
-    ("gymnasium/vector.py", "EntityVectorEnv._reset_mask"): "misuse; wt-obs owns the file",
-    ("stepper.py", "ProcgenStepper.__init__"): "misuse; wt-obs owns the file",
-    ("stepper.py", "ProcgenStepper.reset_envs"): "misuse; wt-obs owns the file",
 }  # fmt: skip
 
 

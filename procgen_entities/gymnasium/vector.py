@@ -285,10 +285,10 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     def _reset_mask(self, mask: Any, seed: Optional[int]) -> npt.NDArray[np.bool_]:
         mask = np.asarray(mask)
         if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
-            raise ValueError(f"reset_mask must be a bool array of shape ({self.num_envs},), got "
+            raise UsageError(f"reset_mask must be a bool array of shape ({self.num_envs},), got "
                              f"{mask.dtype} {mask.shape}")  # fmt: skip
         if seed is not None:
-            raise ValueError("procgen seeds all envs together: reset(seed=...) without reset_mask")
+            raise UsageError("procgen seeds all envs together: reset(seed=...) without reset_mask")
         return mask
 
     def _reset_to_states(self, states: Sequence[Any], seed: Optional[int], mask: Any) -> None:
