@@ -135,6 +135,24 @@ def test_the_ablation_tables_come_from_the_runs(
     assert all(row in text for row in table), [row for row in table if row not in text]
 
 
+def test_the_16_game_table_comes_from_the_committed_records(capsys: pytest.CaptureFixture) -> None:
+    """Issue 36's table in docs/training.md is ``results --games`` as the files make it, and its
+    anchors are the declared ones: PPO's 16-game mean normalised score is the issue's 0.646."""
+    from procgen_entities.tools.results import game_rows, main
+
+    main(["--games", "--agents", str(DOCS / "runs" / "agents")])
+    table = capsys.readouterr().out.strip().splitlines()
+    text = (DOCS / "training.md").read_text()
+    assert all(row in text for row in table), [row for row in table if row not in text]
+    rows = game_rows(DOCS / "runs" / "agents")
+    assert len(rows) == 16
+    assert round(sum(r["ppo_normalised"] for r in rows) / 16, 3) == 0.646
+    coinrun = next(r for r in rows if r["game"] == "coinrun")
+    recorded = json.loads((DOCS / "runs/agents/coinrun/evaluation-sampled.json").read_text())
+    mine = next(v for k, v in recorded.items() if k.startswith("checkpoint"))
+    assert coinrun["sampled"] == mine["return"] and coinrun["steps"] == 25_001_984
+
+
 # ---- every Python block of README.md and docs/*.md runs as written ----
 
 ROOT = DOCS.parent
