@@ -355,12 +355,33 @@ pe_status pe_measure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
     return check_invariants(buf, spec, layout, err);
 }
 
+/* The grid after the camera block: its w, h and cell count agree with each other, with the
+ * grid_size read before the entities and with main_width/main_height, and its cells are there. */
+static pe_status take_grid(cursor *c, pe_layout *layout, int32_t grid_size, int64_t grid_size_at) {
+    const uint8_t *cam = c->buf + layout->camera_at;
+    int32_t w = pe_load_i32(cam + 36), h = pe_load_i32(cam + 40), count = pe_load_i32(cam + 44);
+    if (w < 0) return fail(c, PE_ERR_NEGATIVE, layout->camera_at + 36, "grid.w");
+    if (h < 0) return fail(c, PE_ERR_NEGATIVE, layout->camera_at + 40, "grid.h");
+    if ((int64_t)w * h != count)
+        return fail(c, PE_ERR_GRID, layout->camera_at + 44, "grid.count");
+    if (grid_size != count) return fail(c, PE_ERR_GRID, grid_size_at, "grid_size");
+    if (pe_load_i32(cam) != w) return fail(c, PE_ERR_GRID, layout->camera_at, "main_width");
+    if (pe_load_i32(cam + 4) != h) return fail(c, PE_ERR_GRID, layout->camera_at + 4, "main_height");
+    if (!has(c, 4 * (int64_t)count))
+        return fail(c, PE_ERR_TRUNCATED, layout->camera_at + 44, "grid.data");
+    layout->grid_at = c->at;
+    layout->width = w;
+    layout->height = h;
+    c->at += 4 * (int64_t)count;
+    return PE_OK;
+}
+
 /* The walk and its structural checks; the invariants come after. */
 static pe_status measure_structure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
                                    pe_layout *layout, pe_error *err) {
     cursor c = {buf, len, 0, err};
     const uint8_t *name;
-    int32_t name_len, grid_size, n_entities, w, h, count = 0;
+    int32_t name_len, grid_size, n_entities;
     int64_t block_at;
     pe_status s;
 
@@ -398,23 +419,7 @@ static pe_status measure_structure(const uint8_t *buf, int64_t len, const pe_gam
         PE_OK)
         return s;
 
-    const uint8_t *cam = buf + layout->camera_at;
-    w = pe_load_i32(cam + 36);
-    h = pe_load_i32(cam + 40);
-    count = pe_load_i32(cam + 44);
-    if (w < 0) return fail(&c, PE_ERR_NEGATIVE, layout->camera_at + 36, "grid.w");
-    if (h < 0) return fail(&c, PE_ERR_NEGATIVE, layout->camera_at + 40, "grid.h");
-    if ((int64_t)w * h != count)
-        return fail(&c, PE_ERR_GRID, layout->camera_at + 44, "grid.count");
-    if (grid_size != count) return fail(&c, PE_ERR_GRID, grid_size_at, "grid_size");
-    if (pe_load_i32(cam) != w) return fail(&c, PE_ERR_GRID, layout->camera_at, "main_width");
-    if (pe_load_i32(cam + 4) != h) return fail(&c, PE_ERR_GRID, layout->camera_at + 4, "main_height");
-    if (!has(&c, 4 * (int64_t)count))
-        return fail(&c, PE_ERR_TRUNCATED, layout->camera_at + 44, "grid.data");
-    layout->grid_at = c.at;
-    layout->width = w;
-    layout->height = h;
-    c.at += 4 * (int64_t)count;
+    if ((s = take_grid(&c, layout, grid_size, grid_size_at)) != PE_OK) return s;
 
     layout->trailer_at = c.at;
     if ((s = walk_trailer(&c, spec, layout)) != PE_OK) return s;

@@ -144,3 +144,85 @@ def test_no_function_of_the_package_runs_over_60_lines() -> None:
 
 def test_the_tools_and_benchmarks_stay_under_60_lines_too() -> None:
     assert long_functions("tools", "benchmarks") == []
+
+
+def _c_without_comments_and_literals(text: str) -> str:
+    """C source with its comments, strings and character literals blanked (line breaks kept),
+    so that braces count as code."""
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r'"(\\.|[^"\\\n])*"', '""', text)
+    return re.sub(r"'(\\.|[^'\\\n])*'", "''", text)
+
+
+def long_c_functions(pattern: str) -> List[str]:
+    """``path:line name (n lines)`` of every C function body over MAX_FUNCTION_LINES: a
+    top-level brace block whose head ends in ``)`` (not a struct, enum or initializer),
+    counted from the line of its opening brace's head to its closing brace."""
+    out = []
+    for path in sorted(ROOT.glob(pattern)):
+        lines = _c_without_comments_and_literals(path.read_text()).split("\n")
+        depth, head_line = 0, 0
+        for i, line in enumerate(lines):
+            for j, ch in enumerate(line):
+                if ch == "{" and depth == 0:
+                    before = " ".join(lines[max(0, i - 4) : i] + [line[:j]]).rstrip()
+                    head_line = i if line[:j].strip() else i - 1
+                    is_function = before.endswith(")")
+                    name = re.findall(r"(\w+)\s*\(", before)
+                depth += (ch == "{") - (ch == "}")
+                if ch == "}" and depth == 0 and is_function:
+                    n = i - head_line + 1
+                    if n > MAX_FUNCTION_LINES:
+                        out.append(f"{path.relative_to(ROOT)}:{head_line + 1} "
+                                   f"{name[0] if name else '?'} ({n})")  # fmt: skip
+    return out
+
+
+_PYX_DEF = re.compile(r"^(\s*)(?:async\s+)?(?:def|cdef|cpdef)\s+[^=]*?(\w+)\s*\(")
+
+
+def long_pyx_functions(pattern: str) -> List[str]:
+    """The same for Cython's def/cdef/cpdef functions: from the def to its block's last line
+    (the next line indented no deeper ends it; blank lines and comments do not)."""
+    out = []
+    for path in sorted(ROOT.glob(pattern)):
+        lines = path.read_text().split("\n")
+        for i, line in enumerate(lines):
+            match = _PYX_DEF.match(line)
+            if not match:
+                continue
+            indent, last = len(match.group(1)), i
+            for k in range(i + 1, len(lines)):
+                text = lines[k]
+                if not text.strip() or text.lstrip().startswith("#"):
+                    continue
+                if len(text) - len(text.lstrip()) <= indent and not text.lstrip().startswith(")"):
+                    break
+                last = k
+            n = last - i + 1
+            if n > MAX_FUNCTION_LINES:
+                out.append(f"{path.relative_to(ROOT)}:{i + 1} {match.group(2)} ({n})")
+    return out
+
+
+def test_the_c_and_cython_functions_stay_under_60_lines() -> None:
+    """The length rule holds for the native core and its marshalling too (issue 37)."""
+    assert long_c_functions("csrc/*.c") + long_c_functions("csrc/*.h") == []
+    assert long_pyx_functions("procgen_entities/_native/*.pyx") == []
+
+
+def test_the_length_checkers_see_long_functions(tmp_path: Path) -> None:
+    """The C and Cython checkers report a 70-line function (and not a 70-line initializer)."""
+    body = "\n".join(f"    x += {k};" for k in range(68))
+    (tmp_path / "long.c").write_text(
+        f"static int table[] = {{\n{body}\n}};\nint f(int x) {{\n{body}\n}}\n"
+    )
+    (tmp_path / "long.pyx").write_text("cdef int g(int x):\n" + body.replace(";", "") + "\n")
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        assert [r.split(" ")[1] for r in long_c_functions("long.c")] == ["f"]
+        assert [r.split(" ")[1] for r in long_pyx_functions("long.pyx")] == ["g"]
+    finally:
+        ROOT = saved

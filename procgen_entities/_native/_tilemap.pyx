@@ -56,7 +56,6 @@ def convert(const int32_t[:, :, ::1] grids, TileSpec spec, int mode, int chunk,
     cdef int32_t nt = tm_n_types(<tm_mode>mode, nc)
     cdef int with_rel = refs is not None
     cdef tm_status status
-    cdef int32_t t
     if nt < 0:
         raise UsageError(f"unknown tilemap mode code {mode}")
     if crops.shape[0] != n or crops.shape[1] != 4:
@@ -87,7 +86,19 @@ def convert(const int32_t[:, :, ::1] grids, TileSpec spec, int mode, int chunk,
     check_status(status)
 
     totals = counts_arr.sum(axis=0) if n else np.zeros(nt, dtype=np.int64)
+    outs = _fill(n, spec, mode, chunk, nt, with_rel, crops_ptr, refs_ptr, &scratch[0],
+                 scratch_size, counts_ptr, totals)
+    return outs, counts_arr
+
+
+cdef list _fill(int64_t n, TileSpec spec, int mode, int chunk, int32_t nt, int with_rel,
+                const int32_t *crops_ptr, const float *refs_ptr, int8_t *scratch,
+                int64_t scratch_size, int64_t *counts_ptr, totals):
+    """convert's second pass: each type's float32 [totals[t], features] rows, allocated here and
+    filled by tm_fill_many (the counts of the first pass say where each state's rows go)."""
     outs = []
+    cdef int32_t t, nc = spec.spec.n_classes
+    cdef tm_status status
     cdef float **out_ptrs = <float **>malloc(nt * sizeof(float *))
     cdef int64_t *caps = <int64_t *>malloc(nt * sizeof(int64_t))
     cdef int32_t *nf = <int32_t *>malloc(nt * sizeof(int32_t))
@@ -105,13 +116,13 @@ def convert(const int32_t[:, :, ::1] grids, TileSpec spec, int mode, int chunk,
             out_ptrs[t] = &view[0, 0] if caps[t] else NULL
         with nogil:
             status = tm_fill_many(n, &spec.spec, <tm_mode>mode, chunk, crops_ptr, refs_ptr,
-                                  &scratch[0], scratch_size, counts_ptr, out_ptrs, caps, nf)
+                                  scratch, scratch_size, counts_ptr, out_ptrs, caps, nf)
         check_status(status)
     finally:
         free(out_ptrs)
         free(caps)
         free(nf)
-    return outs, counts_arr
+    return outs
 
 
 def class_images(const int32_t[:, :, ::1] grids, TileSpec spec, const int32_t[:, ::1] crops,
