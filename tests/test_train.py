@@ -57,8 +57,24 @@ def test_overrides_put_the_user_last() -> None:
     )
 
 
+def test_a_game_trains_its_committed_recipe_by_default() -> None:
+    """bigfish's recipe (Game.recipe.enn_overrides) comes after the base settings, so that
+    ``python -m procgen_entities.train bigfish`` trains the committed checkpoint's settings; the
+    user's fields still come last."""
+    committed = json.loads(Path("checkpoints/bigfish/env.json").read_text())["trainer"]
+    recorded = [o for o in committed["overrides"] if not o.startswith("data_dir=")]
+    assert trainer_overrides("bigfish", 25_000_000, 0, False, []) == recorded
+    assert (
+        trainer_overrides("bigfish", 10, 0, False, ["ppo.ent_coef=0.1"])[-1] == "ppo.ent_coef=0.1"
+    )
+    # coinrun's recipe is SB3's: no enn-trainer fields are added for it
+    assert not any(o.startswith("net.n_layer=2") for o in trainer_overrides("coinrun", 10, 0,
+                                                                          False, []))  # fmt: skip
+
+
 def test_bad_game_and_bad_override_fail_cleanly() -> None:
-    for args in (["pong", "--smoke"], ["coinrun", "--smoke", "not-an-override"]):
+    for args in (["pong", "--smoke"], ["coinrun", "--smoke", "not-an-override"],
+                 ["coinrun", "--smoke", "--num-levels", "-1"]):  # fmt: skip
         proc = subprocess.run(
             [sys.executable, "-m", "procgen_entities.train", *args],
             capture_output=True, text=True, timeout=60,
@@ -84,7 +100,7 @@ def test_tensorboard_logs_go_into_the_run_folder_and_records_keep_no_paths(tmp_p
     out = tmp_path / "run"
     proc = subprocess.run(
         [sys.executable, "-m", "procgen_entities.train", "coinrun", "--smoke", "--out", str(out),
-         "ppo.ent_coef=0.02"],
+         "ppo.ent_coef=0.02", "--num-levels", "200"],
         capture_output=True, text=True, timeout=240, cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -95,6 +111,9 @@ def test_tensorboard_logs_go_into_the_run_folder_and_records_keep_no_paths(tmp_p
         assert str(tmp_path) not in record.read_text(), record
     run = load_run(out / "metrics.jsonl")
     assert run.meta["user_overrides"] == ["ppo.ent_coef=0.02"] and "ent_coef=0.02" in run.label
+    # the protocol's training levels are recorded where evaluate reads them (levels 0-199)
+    env = json.loads((out / "checkpoint" / "env.json").read_text())["env"]
+    assert (env["num_levels"], env["start_level"]) == (200, 0) and run.meta["num_levels"] == 200
 
 
 @pytest.mark.live

@@ -1,9 +1,13 @@
 """Train RogueNet with enn-trainer (PPO) on ProcgenVecEnv.
 
     python -m procgen_entities.train GAME [--smoke] [--steps N] [--minutes M] [--seed S]
-                                          [--env fast|seed-style] [--out DIR] [OVERRIDES ...]
+                                          [--num-levels 200] [--env fast|seed-style] [--out DIR]
+                                          [OVERRIDES ...]
 
-OVERRIDES are enn-trainer fields as ``a.b=value`` (``optim.lr=3e-4 net.d_model=128``).
+OVERRIDES are enn-trainer fields as ``a.b=value`` (``optim.lr=3e-4 net.d_model=128``); they come
+after the game's own (``Game.recipe.enn_overrides``, the committed agent's settings), so they win.
+``--num-levels 200`` trains on levels 0-199 only (procgen's generalization protocol); the
+checkpoint records it, and ``evaluate`` then tests on levels outside them.
 Each run writes DIR/metrics.jsonl: one line per finished episode (``"kind": "episode"``: global
 step, return, length, level_complete) and one per update (``"kind": "update"``: step, steps/s,
 mean episodic return of the update). ``python -m procgen_entities.plot`` turns these into curves.
@@ -85,10 +89,15 @@ RESUME_FOLDER = "checkpoints"
 
 
 def trainer_overrides(game: str, steps: int, seed: int, smoke: bool, extra: List[str]) -> List[str]:
+    """BASE_OVERRIDES, the run's own fields, the game's recipe (when its trainer is enn-trainer),
+    then ``extra``: a later field wins, so the user's override the recipe."""
     overrides = list(BASE_OVERRIDES) + (SMOKE_OVERRIDES if smoke else [])
     overrides += [f"total_timesteps={steps}", f"seed={seed}", f"name={game}", "track=false"]
     overrides.append(f"env.id=procgen-{game}")  # names the TensorBoard run
-    return overrides + list(extra)  # the user's overrides win
+    recipe = GAMES[game].recipe if game in GAMES else None
+    if recipe is not None and recipe.trainer == "enn":
+        overrides += recipe.enn_overrides
+    return overrides + list(extra)
 
 
 class EpisodeLogger(VecEnv):
@@ -210,6 +219,8 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=2_000_000, help="total env steps")
     parser.add_argument("--minutes", type=float, default=None, help="stop after this long")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--num-levels", type=int, default=0,
+                        help="train on levels 0..N-1 only (0: the full distribution)")  # fmt: skip
     parser.add_argument("--env", default="fast", choices=["fast", "seed-style"])
     parser.add_argument(
         "--tilemap",
@@ -239,6 +250,8 @@ def _usage_error(args: argparse.Namespace) -> Optional[str]:
     bad = [o for o in args.overrides if "=" not in o]
     if bad:
         return f"overrides must look like field.path=value, got {bad}"
+    if not 0 <= args.num_levels < 2**31:
+        return f"--num-levels must be 0 (all levels) or a positive count, not {args.num_levels}"
     if args.resume and (args.out is None or args.random_policy or args.smoke):
         return "--resume continues the run in --out (not with --smoke or --random-policy)"
     found = resumed_steps(Path(args.out)) if args.out is not None else None
@@ -272,6 +285,9 @@ def _run_settings(args: argparse.Namespace) -> Tuple[GameDefaults, int, Path, Li
     if args.tilemap != "default":
         tilemap = None if args.tilemap == "none" else args.tilemap
         defaults = GameDefaults(tilemap, defaults.r_min, defaults.r_max, defaults.env_options)
+    if args.num_levels:  # procgen's option: the env, the run record and env.json all carry it
+        options = {**defaults.env_options, "num_levels": args.num_levels}
+        defaults = GameDefaults(defaults.tilemap, defaults.r_min, defaults.r_max, options)
     steps = SMOKE_STEPS if args.smoke else args.steps
     out_dir = Path(args.out or f"runs/{args.game}-{args.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -383,7 +399,7 @@ def _open_metrics(
         "env": args.env + (", random policy" if args.random_policy else ""),
         "tilemap": defaults.tilemap, "r_min": defaults.r_min, "r_max": defaults.r_max,
         "overrides": recorded_overrides(overrides), "user_overrides": args.overrides,
-        "actor": args.actor, "resumed_at": done,
+        "actor": args.actor, "resumed_at": done, "num_levels": args.num_levels,
     }  # fmt: skip
     metrics.write(json.dumps(meta) + "\n")
     return metrics
