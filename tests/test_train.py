@@ -217,3 +217,19 @@ def test_a_stopped_run_resumes_from_its_rolling_checkpoint(tmp_path: Path) -> No
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert empty.returncode == 2 and "no checkpoints/latest-step*" in empty.stderr
+
+
+def test_a_resumed_runs_lost_stretch_is_not_counted_twice(tmp_path: Path) -> None:
+    """A process stopped past its last checkpoint logged episodes that the resumed one trains
+    again: load_run keeps the resumed process's, not both (an enn run's record appends)."""
+    path = tmp_path / "metrics.jsonl"
+    records = [{"kind": "run", "game": "bigfish", "resumed_at": 0}]
+    records += [{"kind": "episode", "step": s, "return": 1.0, "length": 5, "level_complete": False}
+                for s in (100, 200, 300)]  # fmt: skip
+    records.append({"kind": "run", "game": "bigfish", "resumed_at": 200})
+    records += [{"kind": "episode", "step": s, "return": 2.0, "length": 5, "level_complete": True}
+                for s in (250, 350)]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    run = load_run(path)
+    assert run.steps.tolist() == [100, 200, 250, 350]
+    assert run.returns.tolist() == [1.0, 1.0, 2.0, 2.0] and run.last_step == 350

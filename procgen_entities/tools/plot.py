@@ -115,6 +115,10 @@ def load_run(path: Path) -> Run:
             kind = record.get("kind")
             if kind == "run":
                 meta = record
+                # a resumed run trained again from its checkpoint's step: what the stopped
+                # process logged after that step was lost with it, so it is not counted twice
+                resumed = int(record.get("resumed_at", 0))
+                episodes = [e for e in episodes if e["step"] <= resumed]
             elif kind == "episode":
                 episodes.append(record)
             elif kind == "update":
