@@ -132,6 +132,7 @@ def test_the_trained_games_have_committed_checkpoints() -> None:
     names = [p.name for p in CHECKPOINTS]
     assert names == [
         "bigfish", "climber", "climber-200", "coinrun", "coinrun-15m", "coinrun-200", "ninja",
+        "ninja-200",
     ]  # fmt: skip
 
 
