@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from procgen_entities.agents.checkpoint import EnvConfig
 from procgen_entities.features import feature_space
 from procgen_entities.gymnasium import EntityVectorEnv
-from procgen_entities.tools.checkpoint import EnvConfig
 from procgen_entities.tools.evaluate import (
     EVAL_SEED,
     RandomActions,

@@ -12,8 +12,8 @@ from typing import Tuple
 import numpy as np
 import pytest
 
+from procgen_entities.agents.checkpoint import EnvConfig
 from procgen_entities.games import ACTION_LABELS, GAME_NAMES, GAMES, get_game
-from procgen_entities.tools.checkpoint import EnvConfig
 from procgen_entities.tools.evaluate import (
     EVAL_SEED,
     HAZARD_RULES,

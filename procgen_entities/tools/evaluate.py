@@ -55,19 +55,17 @@ import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
-from procgen_entities.errors import UsageError
-from procgen_entities.features import ACTION_LABELS, feature_space
-from procgen_entities.games import GAME_NAMES, Game, get_game
-from procgen_entities.procgen_envs import group_seeds, valid_modes
-from procgen_entities.stepper import default_num_groups, group_sizes
-from procgen_entities.tools.checkpoint import (
+from procgen_entities.agents.checkpoint import (
     Checkpoint,
     CheckpointError,
     EnvConfig,
     load_policy,
     make_env,
 )
-from procgen_entities.tools.levels import (
+from procgen_entities.errors import UsageError
+from procgen_entities.features import ACTION_LABELS, feature_space
+from procgen_entities.games import GAME_NAMES, Game, get_game
+from procgen_entities.level_files import (
     ALL_LEVELS_HIGH,
     Level,
     LevelError,
@@ -75,6 +73,8 @@ from procgen_entities.tools.levels import (
     level_paths,
     load_levels,
 )
+from procgen_entities.procgen_envs import group_seeds, valid_modes
+from procgen_entities.stepper import default_num_groups, group_sizes
 
 __all__ = [
     "BatchedPolicy", "DEFAULT_BATCH", "Episodes", "HAZARD_RULES", "RandomActions", "SCRIPTED",

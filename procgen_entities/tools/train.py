@@ -411,8 +411,8 @@ def save_checkpoint(
 ) -> None:  # fmt: skip
     """The trained RogueNet (hyperstate's checkpoint, in ``folder/enn``) with the env it was
     trained on, for ``python -m procgen_entities.evaluate`` (tools/checkpoint.py)."""
-    from procgen_entities.tools.checkpoint import Checkpoint, EnvConfig
-    from procgen_entities.tools.enn_policy import ENN_FOLDER
+    from procgen_entities.agents.checkpoint import Checkpoint, EnvConfig
+    from procgen_entities.agents.enn_policy import ENN_FOLDER
 
     env = EnvConfig(game=args.game, tilemap=defaults.tilemap, **procgen_options(defaults))
     trainer = {
