@@ -1,5 +1,5 @@
 """Training, checkpoints and evaluation (tools/sb3_ppo.py, agents/checkpoint.py,
-tools/evaluate.py) against real procgen episodes."""
+agents/evaluation.py) against real procgen episodes."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from procgen_entities.agents.checkpoint import Checkpoint, EnvConfig
+from procgen_entities.agents.evaluation import run_episodes
 from procgen_entities.features import ACTION_LABELS
-from procgen_entities.tools.evaluate import run_episodes
 
 pytestmark = pytest.mark.live
 COINRUN = EnvConfig(game="coinrun", tilemap="columns")
@@ -139,7 +139,7 @@ def test_protocol_checkpoints_trained_on_levels_0_to_199_for_at_most_25m_steps()
     """Issue 35's protocol: a GAME-200 checkpoint trained on levels 0-199 (easy), at most 25M
     env steps, and evaluate's default for it is levels outside its training set."""
     from procgen_entities.agents.checkpoint import Checkpoint
-    from procgen_entities.tools.evaluate import EVAL_SEED, first_level_seeds
+    from procgen_entities.agents.evaluation import EVAL_SEED, first_level_seeds
 
     protocol = [p for p in CHECKPOINTS if p.name.endswith("-200")]
     assert protocol
@@ -188,7 +188,7 @@ def test_committed_coinrun_checkpoint_completes_80_percent_of_new_levels() -> No
     import json
 
     from procgen_entities.agents.checkpoint import load_policy
-    from procgen_entities.tools.evaluate import EVAL_SEED
+    from procgen_entities.agents.evaluation import EVAL_SEED
 
     folder = REPO / "checkpoints" / "coinrun"
     config = Checkpoint.load(folder).env

@@ -183,13 +183,13 @@ def test_the_numpy_backend_plays_without_torch(name: str) -> None:
     grid policy, and the flat MLP; auto picks numpy) to the same episodes as the torch backend
     here."""
     pytest.importorskip("stable_baselines3")
-    from procgen_entities.tools.evaluate import run_episodes
+    from procgen_entities.agents.evaluation import run_episodes
 
     folder = REPO / "checkpoints" / name
     code = NO_TORCH + (
         "import json\n"
         "from procgen_entities.agents.checkpoint import Checkpoint, load_policy\n"
-        "from procgen_entities.tools.evaluate import run_episodes\n"
+        "from procgen_entities.agents.evaluation import run_episodes\n"
         f"folder = {str(folder)!r}\n"
         "e = run_episodes(Checkpoint.load(folder).env, load_policy(folder), 24, 77)\n"
         "assert 'torch' not in sys.modules and 'stable_baselines3' not in sys.modules\n"
@@ -210,8 +210,8 @@ def test_a_loaded_policy_says_its_observation_form(name: str) -> None:
     env without being told, and a contradicting ``flatten`` is a ValueError naming both (not
     a shape error inside the policy)."""
     from procgen_entities.agents.checkpoint import wants_dict_observation
+    from procgen_entities.agents.evaluation import run_episodes, run_levels
     from procgen_entities.level_files import load_levels
-    from procgen_entities.tools.evaluate import run_episodes, run_levels
 
     folder = REPO / "checkpoints" / name
     policy = load_policy(folder, backend="numpy")

@@ -290,7 +290,8 @@ def test_evaluate_pins_torch_to_one_thread_and_counts_episodes(
     from tqdm import tqdm
 
     from procgen_entities.agents.checkpoint import Checkpoint, load_policy
-    from procgen_entities.tools.evaluate import main, run_episodes
+    from procgen_entities.agents.evaluation import run_episodes
+    from procgen_entities.tools.evaluate import main
 
     torch.set_num_threads(2)
     assert (

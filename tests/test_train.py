@@ -16,7 +16,7 @@ if not os.environ.get("CI"):  # CI installs the train extra: there a missing one
         "enn_trainer", reason="the train extra is not installed (docs/train-install.sh)"
     )
 
-from procgen_entities.tools.plot import load_run, summary_table  # noqa: E402
+from procgen_entities.agents.metrics import load_run, summary_table  # noqa: E402
 from procgen_entities.tools.train import SMOKE_STEPS, trainer_overrides  # noqa: E402
 
 

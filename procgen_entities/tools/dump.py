@@ -9,7 +9,7 @@ or ``--policy DIR`` the rollout starts from that state (validated as ``set_state
 ``--save FILE`` writes the blob (gzip'ed if FILE ends in .gz), or with ``FILE.txt`` the text
 level. ``--watch`` animates a rollout.
 
-``--policy DIR`` plays a checkpoint folder (tools/checkpoint.py) instead: its env (the
+``--policy DIR`` plays a checkpoint folder (agents/checkpoint.py) instead: its env (the
 observation it was trained on, its distribution mode unless ``--mode``) on level --seed, greedy,
 for one episode (or --steps); it needs no torch for the SB3 checkpoints. ``--video FILE.gif``
 (Pillow) or ``FILE.mp4`` (imageio-ffmpeg) writes procgen's own frames of the rollout, ``--scale``

@@ -11,19 +11,19 @@ checkpoints, resume, evaluate.
 Trains SB3's PPO (MlpPolicy) on ``EntityVectorEnv(GAME, flatten=True, autoreset_mode=SameStep)``
 with the game's training tilemap and caps (``Game.training_caps``), writes ``DIR/metrics.jsonl``
 (the format ``python -m procgen_entities.plot`` reads) and checkpoint folders (``DIR/checkpoint``
-and, every ``--checkpoint-every`` steps, ``DIR/checkpoint-<steps>``; see tools/checkpoint.py).
+and, every ``--checkpoint-every`` steps, ``DIR/checkpoint-<steps>``; see agents/checkpoint.py).
 ``--eval-episodes N`` then evaluates the final checkpoint with ``procgen_entities.evaluate``
 (into ``DIR/evaluation.json``; the default 0 only prints the command, since 1,000 episodes and
 17 policies take minutes). ``--resume DIR`` continues a checkpoint (its env config, policy,
 weights, optimizer state, normaliser and step count; the PPO settings it recorded, then
-``--ppo``); checkpoints are data files only (tools/checkpoint.py), and a folder in the old
+``--ppo``); checkpoints are data files only (agents/checkpoint.py), and a folder in the old
 pickled format is refused unless ``--trust-pickle`` (which converts it first). ``--ent-coef
 A:B``: the entropy bonus goes linearly from A to B over the run. ``--policy attention``: SB3's
 ``MultiInputPolicy`` on the dict form with the entity encoder (gymnasium/policy.py: attention
 over the masked slots, inputs through symlog, so only rewards are normalised); ``--grid`` adds
 the camera square's class image, read by a small CNN (with the MLP: FlatGridExtractor).
 ``--level-sampler plr`` (with ``--num-levels N``): the next episode of an env starts on a level
-Prioritized Level Replay draws, by the scores of the levels' last episodes (tools/plr.py); the
+Prioritized Level Replay draws, by the scores of the levels' last episodes (agents/plr.py); the
 default ``uniform`` is procgen's own uniform draw. Needs the train extra.
 """
 
@@ -234,7 +234,7 @@ def _recipe_args(parser: argparse.ArgumentParser) -> None:
 def _learner_args(parser: argparse.ArgumentParser) -> None:
     """The learner's options (the learner changes no setting of the recipe)."""
     parser.add_argument("--trainer", choices=("lean", "sb3"), default="lean",
-                        help="the learner: tools/lean_ppo.py (default) or SB3's own PPO "
+                        help="the learner: agents/lean_ppo.py (default) or SB3's own PPO "
                              "(the same network, algorithm and checkpoints; slower)")  # fmt: skip
     parser.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default="auto",
                         help="the lean learner's arithmetic (lean_ppo.PRECISIONS; auto: bfloat16 "
