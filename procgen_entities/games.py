@@ -211,7 +211,7 @@ class Game:
     #: Platformers: what lets the player jump (the derived global feature ``on_ground``).
     support: Support | None = None
     #: Entity types and tile classes whose touch ends an episode (the evaluation's death causes,
-    #: in the order tools/evaluate.py death_cause tries them; it tests a few by procgen's own,
+    #: in the order agents/evaluation.py death_cause tries them; it tests a few by procgen's own,
     #: narrower rule: bigfish's larger fish, leaper's drowning, miner's falling rocks).
     hazards: tuple[str, ...] = ()
     #: Published returns to beat (easy, full distribution, 25M steps, episode return during
@@ -334,7 +334,7 @@ _GAME_LIST = [
         cpp_class="BigFish",
         anchors={"procgen_ppo": 19.99, "pixel_ppo": 16.46, "roguenet_2022": 34.0},
         # bigfish.cpp:45-58: a touched fish with a larger rx than the player's ends it (a
-        # smaller one is eaten and erased that step); tools/evaluate.py counts only those
+        # smaller one is eaten and erased that step); agents/evaluation.py counts only those
         hazards=("Fish",),
         # the 2022 entity agent's settings won the 5M ablation (docs/training.md)
         recipe=Recipe(
@@ -639,7 +639,7 @@ _GAME_LIST = [
         anchors={"procgen_ppo": 7.1},
         return_range=(1.5, 10.0),  # train-procgen EASY_GAME_RANGES
         # leaper.cpp:77-85 (cars); 259-274: the player at rest with its centre in Water and
-        # no Log under it drowns (tools/evaluate.py tests that, not a touch)
+        # no Log under it drowns (agents/evaluation.py tests that, not a touch)
         hazards=("Car", "Water"),
         exploration_level=1318677581,
         cpp_class="LeaperGame",
@@ -671,7 +671,7 @@ _GAME_LIST = [
         anchors={"procgen_ppo": 11.1},
         return_range=(1.5, 13.0),  # train-procgen EASY_GAME_RANGES
         # miner.cpp:271-292: a falling boulder or diamond in the cell above the player's
-        # ends it (tools/evaluate.py tests that cell, not a touch)
+        # ends it (agents/evaluation.py tests that cell, not a touch)
         hazards=("MovingBoulder", "MovingDiamond"),
         cpp_class="MinerGame",
         modes=("easy", "hard", "memory"),

@@ -7,7 +7,7 @@ tile ids drawn apart from their class); ``TILE_GLYPHS``, ``ENTITY_GLYPHS`` and `
 derived from the two.
 
 Both drawings read these tables: the text levels (level_text.py) and the terminal viewer
-(tools/render.py, which re-exports every name here and adds the glyphs that depend on a state).
+(viewer/render.py, which re-exports every name here and adds the glyphs that depend on a state).
 A core module: it needs no rich (a style is only the name of a rich style, a string), so that
 ``import procgen_entities`` does not depend on the viewer.
 """
@@ -215,7 +215,7 @@ TILE_GLYPHS: Mapping[str, Mapping[int, Glyph]] = {
 }
 
 #: game -> entity type id -> glyph (the default glyph; the viewer draws a few types by their
-#: state, tools/render.py _VARIANTS).
+#: state, viewer/render.py _VARIANTS).
 ENTITY_GLYPHS: Mapping[str, Mapping[int, Glyph]] = {
     name: _glyphs(name, game.entity_types) for name, game in GAMES.items()
 }

@@ -1,5 +1,5 @@
-"""Training, checkpoints and evaluation (tools/sb3_ppo.py, tools/checkpoint.py,
-tools/evaluate.py) against real procgen episodes."""
+"""Training, checkpoints and evaluation (tools/sb3_ppo.py, agents/checkpoint.py,
+agents/evaluation.py) against real procgen episodes."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from procgen_entities.agents.checkpoint import Checkpoint, EnvConfig
+from procgen_entities.agents.evaluation import run_episodes
 from procgen_entities.features import ACTION_LABELS
-from procgen_entities.tools.checkpoint import Checkpoint, EnvConfig
-from procgen_entities.tools.evaluate import run_episodes
 
 pytestmark = pytest.mark.live
 COINRUN = EnvConfig(game="coinrun", tilemap="columns")
@@ -139,8 +139,8 @@ def test_the_trained_games_have_committed_checkpoints() -> None:
 def test_protocol_checkpoints_trained_on_levels_0_to_199_for_at_most_25m_steps() -> None:
     """Issue 35's protocol: a GAME-200 checkpoint trained on levels 0-199 (easy), at most 25M
     env steps, and evaluate's default for it is levels outside its training set."""
-    from procgen_entities.tools.checkpoint import Checkpoint
-    from procgen_entities.tools.evaluate import EVAL_SEED, first_level_seeds
+    from procgen_entities.agents.checkpoint import Checkpoint
+    from procgen_entities.agents.evaluation import EVAL_SEED, first_level_seeds
 
     protocol = [p for p in CHECKPOINTS if p.name.endswith("-200")]
     assert protocol
@@ -161,8 +161,8 @@ def test_committed_checkpoints_still_play_their_game(folder: Path) -> None:
     the shape its policy was trained on (an observation change breaks this test), and plays.
     SB3 checkpoints are the data format's files; an enn-trainer one (RogueNet) is env.json and
     hyperstate's checkpoint in enn/."""
-    from procgen_entities.tools.checkpoint import Checkpoint, load_policy, wants_dict_observation
-    from procgen_entities.tools.enn_policy import ENN_FOLDER
+    from procgen_entities.agents.checkpoint import Checkpoint, load_policy, wants_dict_observation
+    from procgen_entities.agents.enn_policy import ENN_FOLDER
 
     enn = (folder / ENN_FOLDER).is_dir()
     pytest.importorskip("enn_trainer" if enn else "stable_baselines3")
@@ -188,8 +188,8 @@ def test_committed_coinrun_checkpoint_completes_80_percent_of_new_levels() -> No
     pytest.importorskip("stable_baselines3")
     import json
 
-    from procgen_entities.tools.checkpoint import load_policy
-    from procgen_entities.tools.evaluate import EVAL_SEED
+    from procgen_entities.agents.checkpoint import load_policy
+    from procgen_entities.agents.evaluation import EVAL_SEED
 
     folder = REPO / "checkpoints" / "coinrun"
     config = Checkpoint.load(folder).env
@@ -205,8 +205,8 @@ def test_training_caps_drop_nothing_in_the_camera_square(game: str) -> None:
     """The caps training uses hold every entity and tile run the camera shows: a padded MLP
     input that drops the farthest platforms (climber's first caps did, in every view) cannot
     learn to climb to them."""
+    from procgen_entities.agents.checkpoint import make_env
     from procgen_entities.games import get_game
-    from procgen_entities.tools.checkpoint import make_env
 
     info = get_game(game)
     config = EnvConfig(game=game, tilemap=info.training_tilemap,

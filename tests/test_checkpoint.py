@@ -1,4 +1,4 @@
-"""Checkpoints are data (tools/checkpoint.py): the committed ones load without pickle, their numpy
+"""Checkpoints are data (agents/checkpoint.py): the committed ones load without pickle, their numpy
 form acts as the torch policy does on real episodes, old pickled folders are refused (and never
 run), the converter is exact, and evaluate's errors are one line with exit status 2."""
 
@@ -17,13 +17,13 @@ from typing import Any, List
 import numpy as np
 import pytest
 
-from procgen_entities.tools.checkpoint import (
+from procgen_entities.agents.checkpoint import (
     Checkpoint,
     CheckpointError,
     load_policy,
     make_env,
 )
-from procgen_entities.tools.numpy_policy import MlpPolicy, Normalizer, read_npz
+from procgen_entities.agents.numpy_policy import MlpPolicy, Normalizer, read_npz
 
 REPO = Path(__file__).resolve().parents[1]
 #: The committed SB3 checkpoints (the data format); checkpoints/bigfish is enn-trainer's RogueNet
@@ -87,7 +87,7 @@ def _copy(folder: Path, to: Path, names: List[str]) -> Path:
 
 @pytest.mark.parametrize("folder", CHECKPOINTS, ids=lambda p: p.name)
 def test_committed_checkpoints_are_data_that_loads_without_pickle(folder: Path) -> None:
-    from procgen_entities.tools.numpy_policy import DictNormalizer
+    from procgen_entities.agents.numpy_policy import DictNormalizer
 
     files = {p.name for p in folder.iterdir()}
     assert files in (DATA_FILES, DICT_DATA_FILES)
@@ -136,7 +136,7 @@ def _numpy_acts_as_torch(folder: Path, need_ends: bool = True) -> None:
     """Over 300 steps of 16 envs driven by the torch policy: the numpy logits within 1e-5 of
     torch's and the same greedy action in every env at every step (flat MLP and grid forms)."""
     pytest.importorskip("stable_baselines3")
-    from procgen_entities.tools.checkpoint import (
+    from procgen_entities.agents.checkpoint import (
         _numpy_state,
         _torch_state,
         build_sb3_policy,
@@ -145,7 +145,7 @@ def _numpy_acts_as_torch(folder: Path, need_ends: bool = True) -> None:
         torch_logits,
         wants_dict_observation,
     )
-    from procgen_entities.tools.numpy_policy import FlatGridPolicy
+    from procgen_entities.agents.numpy_policy import FlatGridPolicy
 
     spec, config = read_spec(folder), Checkpoint.load(folder).env
     dict_form = wants_dict_observation(folder)
@@ -183,13 +183,13 @@ def test_the_numpy_backend_plays_without_torch(name: str) -> None:
     grid policy, and the flat MLP; auto picks numpy) to the same episodes as the torch backend
     here."""
     pytest.importorskip("stable_baselines3")
-    from procgen_entities.tools.evaluate import run_episodes
+    from procgen_entities.agents.evaluation import run_episodes
 
     folder = REPO / "checkpoints" / name
     code = NO_TORCH + (
         "import json\n"
-        "from procgen_entities.tools.checkpoint import Checkpoint, load_policy\n"
-        "from procgen_entities.tools.evaluate import run_episodes\n"
+        "from procgen_entities.agents.checkpoint import Checkpoint, load_policy\n"
+        "from procgen_entities.agents.evaluation import run_episodes\n"
         f"folder = {str(folder)!r}\n"
         "e = run_episodes(Checkpoint.load(folder).env, load_policy(folder), 24, 77)\n"
         "assert 'torch' not in sys.modules and 'stable_baselines3' not in sys.modules\n"
@@ -209,9 +209,9 @@ def test_a_loaded_policy_says_its_observation_form(name: str) -> None:
     """load_policy's policy carries the form it reads, run_episodes and run_levels build that
     env without being told, and a contradicting ``flatten`` is a ValueError naming both (not
     a shape error inside the policy)."""
-    from procgen_entities.tools.checkpoint import wants_dict_observation
-    from procgen_entities.tools.evaluate import run_episodes, run_levels
-    from procgen_entities.tools.levels import load_levels
+    from procgen_entities.agents.checkpoint import wants_dict_observation
+    from procgen_entities.agents.evaluation import run_episodes, run_levels
+    from procgen_entities.level_files import load_levels
 
     folder = REPO / "checkpoints" / name
     policy = load_policy(folder, backend="numpy")
@@ -242,8 +242,8 @@ def _old_format(tmp: Path) -> Path:
     checkpoint, as tools/sb3_ppo.py wrote them before the data format."""
     from stable_baselines3.common.vec_env import VecNormalize
 
+    from procgen_entities.agents.checkpoint import _torch_state, build_sb3_policy, read_spec
     from procgen_entities.gymnasium.sb3 import SB3VecEnv
-    from procgen_entities.tools.checkpoint import _torch_state, build_sb3_policy, read_spec
 
     source = FLAT_COINRUN
     folder = _copy(source, tmp / "old", ["env.json"])
@@ -472,9 +472,14 @@ def test_the_converter_handles_dict_observation_policies(tmp_path: Path, grid_ru
     per-key VecNormalize statistics) converts to the same data files the run wrote itself."""
     from stable_baselines3.common.vec_env import VecNormalize
 
+    from procgen_entities.agents.checkpoint import (
+        _torch_state,
+        build_sb3_policy,
+        convert,
+        read_spec,
+    )
+    from procgen_entities.agents.numpy_policy import DictNormalizer
     from procgen_entities.gymnasium.sb3 import SB3VecEnv, normalized_keys
-    from procgen_entities.tools.checkpoint import _torch_state, build_sb3_policy, convert, read_spec
-    from procgen_entities.tools.numpy_policy import DictNormalizer
 
     source = grid_run
     folder = _copy(source, tmp_path / "old", ["env.json"])
@@ -495,7 +500,7 @@ def test_the_converter_handles_dict_observation_policies(tmp_path: Path, grid_ru
 # ---- the size a checkpoint may declare (issue 38 row 6) ----
 
 #: policy.json edits (checkpoint, key, value, what the one-line error names): each declares a
-#: network past the limits (tools/checkpoint.py MAX_LAYER_WIDTH, MAX_HIDDEN_LAYERS, and
+#: network past the limits (agents/checkpoint.py MAX_LAYER_WIDTH, MAX_HIDDEN_LAYERS, and
 #: numpy_policy.MAX_VALUES values in all); [12000, 12000] took minutes to build under torch.
 OVERSIZED = [
     ("coinrun-15m", "net_arch", [12000, 12000], "net_arch[0] 12000 is not a whole number in 1..4"),
@@ -529,7 +534,7 @@ def test_a_network_past_the_size_limits_is_refused_before_it_is_built(
         folders.append(str(folder))
     code = f"""
 import sys
-from procgen_entities.tools.checkpoint import CheckpointError, load_policy
+from procgen_entities.agents.checkpoint import CheckpointError, load_policy
 for folder in sys.argv[1:]:
     try:
         load_policy(folder, backend={backend!r})
@@ -570,7 +575,7 @@ def test_an_npz_of_compressed_zeros_is_refused_before_it_is_decompressed(tmp_pat
     code = f"""
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, ({2**30 + 2**29}, {2**30 + 2**29}))
-from procgen_entities.tools.checkpoint import CheckpointError, load_policy
+from procgen_entities.agents.checkpoint import CheckpointError, load_policy
 try:
     load_policy(sys.argv[1], backend="numpy")
 except CheckpointError as exc:

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import pytest
 
-from procgen_entities.tools.plot import load_run, summary_table
+from procgen_entities.agents.metrics import load_run, summary_table
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 RUNS = sorted((DOCS / "runs").glob("*.jsonl.gz"))
@@ -93,8 +93,8 @@ def baseline_row(record: Dict[str, Any]) -> str:
 
 
 def test_every_game_has_its_baselines_recorded() -> None:
+    from procgen_entities.agents.evaluation import EVAL_SEED
     from procgen_entities.games import GAME_NAMES
-    from procgen_entities.tools.evaluate import EVAL_SEED
 
     assert [p.stem for p in BASELINES] == sorted(GAME_NAMES)
     for path in BASELINES:

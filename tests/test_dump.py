@@ -1,4 +1,4 @@
-"""Tests of the text dump (procgen_entities.tools.render and python -m procgen_entities.dump).
+"""Tests of the text dump (procgen_entities.viewer.render and python -m procgen_entities.dump).
 
 Snapshots: every state in tests/data/dump/ (recorded by tools/record_dump_states.py, one per game
 plus a few other modes) is rendered as plain text and compared with tests/snapshots/dump/. After
@@ -23,7 +23,7 @@ import pytest
 
 from procgen_entities import GAME_NAMES, GAMES, parse_state
 from procgen_entities.games import SPACE_TILE
-from procgen_entities.tools.render import (
+from procgen_entities.viewer.render import (
     ENTITY_GLYPHS,
     GAME_LOOKS,
     LOOKS,

@@ -150,7 +150,7 @@ def test_for_training_is_the_recipes_observation() -> None:
     config, built the same way; ``--recipe none``: a game's own recipe may add the grid), with
     the recipe's easy mode."""
     pytest.importorskip("stable_baselines3")
-    from procgen_entities.tools.checkpoint import make_env
+    from procgen_entities.agents.checkpoint import make_env
     from procgen_entities.tools.sb3_ppo import _env_config, _parse_args
 
     for game in ("coinrun", "ninja", "climber", "bigfish"):
@@ -289,8 +289,9 @@ def test_evaluate_pins_torch_to_one_thread_and_counts_episodes(
     import torch
     from tqdm import tqdm
 
-    from procgen_entities.tools.checkpoint import Checkpoint, load_policy
-    from procgen_entities.tools.evaluate import main, run_episodes
+    from procgen_entities.agents.checkpoint import Checkpoint, load_policy
+    from procgen_entities.agents.evaluation import run_episodes
+    from procgen_entities.tools.evaluate import main
 
     torch.set_num_threads(2)
     assert (

@@ -80,12 +80,12 @@ def test_every_exception_class_of_the_package_is_a_procgen_entities_error() -> N
 
 def test_builtin_bases_are_kept() -> None:
     """`except ValueError` / `except RuntimeError` code keeps catching what it caught."""
+    from procgen_entities.agents.checkpoint import CheckpointError, NotACheckpoint
     from procgen_entities.engine import EngineUnavailable
     from procgen_entities.engine.dwarf import DwarfError
     from procgen_entities.engine.elf import ElfError
+    from procgen_entities.level_files import LevelError
     from procgen_entities.stepper import EngineMismatch
-    from procgen_entities.tools.checkpoint import CheckpointError, NotACheckpoint
-    from procgen_entities.tools.levels import LevelError
 
     for cls in (ElfError, CheckpointError, LevelError, UsageError, StateDecodeError):
         assert issubclass(cls, ValueError)

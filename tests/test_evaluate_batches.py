@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from procgen_entities.features import feature_space
-from procgen_entities.gymnasium import EntityVectorEnv
-from procgen_entities.tools.checkpoint import EnvConfig
-from procgen_entities.tools.evaluate import (
+from procgen_entities.agents.checkpoint import EnvConfig
+from procgen_entities.agents.evaluation import (
     EVAL_SEED,
     RandomActions,
     first_level_seeds,
     run_episodes,
     scripted_coinrun,
 )
+from procgen_entities.features import feature_space
+from procgen_entities.gymnasium import EntityVectorEnv
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,8 @@ from typing import Tuple
 import numpy as np
 import pytest
 
-from procgen_entities.games import ACTION_LABELS, GAME_NAMES, GAMES, get_game
-from procgen_entities.tools.checkpoint import EnvConfig
-from procgen_entities.tools.evaluate import (
+from procgen_entities.agents.checkpoint import EnvConfig
+from procgen_entities.agents.evaluation import (
     EVAL_SEED,
     HAZARD_RULES,
     SCRIPTED,
@@ -22,6 +21,7 @@ from procgen_entities.tools.evaluate import (
     baselines,
     run_episodes,
 )
+from procgen_entities.games import ACTION_LABELS, GAME_NAMES, GAMES, get_game
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -5,12 +5,13 @@ statuses become the documented exceptions and misuse is a UsageError."""
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
 
 import numpy as np
 import pytest
@@ -138,7 +139,7 @@ def test_core_and_text_levels_import_without_rich() -> None:
         loaded = sorted(m for m in sys.modules if m == "rich" or m.startswith("rich."))
         assert not loaded, loaded
         try:
-            import procgen_entities.tools.render
+            import procgen_entities.viewer.render
         except ImportError:
             print("the viewer needs rich: ok")
         """
@@ -149,9 +150,10 @@ def test_core_and_text_levels_import_without_rich() -> None:
 
 
 def test_the_viewer_keeps_exporting_the_glyph_tables() -> None:
-    """tools/render.py's names for the tables (a public contract) are glyphs.py's objects."""
+    """viewer/render.py's names for the tables (a public contract, at its old path
+    tools/render.py too) are glyphs.py's objects."""
     from procgen_entities import glyphs
-    from procgen_entities.tools import render
+    from procgen_entities.viewer import render
 
     for name in ("ENTITY_GLYPHS", "FILL_TYPES", "GAME_LOOKS", "Glyph", "LOOKS", "Look",
                  "TILE_GLYPHS", "TILE_REFINEMENTS", "look"):  # fmt: skip
@@ -289,8 +291,8 @@ def test_the_graph_reads_the_packages_imports() -> None:
     """Module-level and in functions, and the Cython extensions' too."""
     graph = import_graph(PACKAGE)
     assert "procgen_entities.errors" in graph["procgen_entities._native._status"]  # a .pyx
-    assert "procgen_entities.tools.levels" in graph["procgen_entities.tools.dump"]
-    assert "procgen_entities.tools.checkpoint" in graph["procgen_entities.tools.dump"]  # in a def
+    assert "procgen_entities.level_files" in graph["procgen_entities.tools.dump"]
+    assert "procgen_entities.agents.checkpoint" in graph["procgen_entities.tools.dump"]  # in a def
     assert "procgen_entities.glyphs" in graph["procgen_entities.level_text"]
 
 
@@ -305,16 +307,106 @@ def test_the_package_has_no_import_circle() -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# tools/ holds the command-line programs; the libraries it held moved out (issue 37), and their
+# old module paths re-export the very same objects (the names shipped there are a contract).
+
+#: Each module that moved out of tools/ -> where it is now (evaluate and plot: their libraries;
+#: the commands stay).
+MOVED_FROM_TOOLS = {
+    "procgen_entities.tools.checkpoint": "procgen_entities.agents.checkpoint",
+    "procgen_entities.tools.enn_policy": "procgen_entities.agents.enn_policy",
+    "procgen_entities.tools.evaluate": "procgen_entities.agents.evaluation",
+    "procgen_entities.tools.lean_ppo": "procgen_entities.agents.lean_ppo",
+    "procgen_entities.tools.numpy_policy": "procgen_entities.agents.numpy_policy",
+    "procgen_entities.tools.plot": "procgen_entities.agents.metrics",
+    "procgen_entities.tools.plr": "procgen_entities.agents.plr",
+    "procgen_entities.tools.render": "procgen_entities.viewer.render",
+    "procgen_entities.tools.video": "procgen_entities.viewer.video",
+    "procgen_entities.tools.files": "procgen_entities.files",
+    "procgen_entities.tools.rollout": "procgen_entities.rollout",
+    "procgen_entities.tools.levels": "procgen_entities.level_files",
+}
+
+
+def _import_or_skip(name: str) -> Any:
+    """The module, or a skip where an optional dependency it needs (torch) is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        if exc.name is None or exc.name.split(".")[0] != "torch":
+            raise
+        pytest.skip(f"{name} needs {exc.name}")
+
+
+@pytest.mark.parametrize("old, new", sorted(MOVED_FROM_TOOLS.items()))
+def test_the_old_tool_paths_export_the_moved_objects(old: str, new: str) -> None:
+    """Every name the old path exports is the moved module's own object (no copy, no wrapper),
+    the old path exports every name the new one does, and ``from OLD import *`` gives exactly
+    them; a name defined at the old path itself is a command's own (the path is a program)."""
+    old_module, new_module = _import_or_skip(old), _import_or_skip(new)
+    assert set(new_module.__all__) <= set(old_module.__all__), old
+    for name in old_module.__all__:
+        value = getattr(old_module, name)
+        if name in new_module.__all__:
+            assert value is getattr(new_module, name), f"{old}.{name}"
+        else:
+            # the command's own (main; plot's plot_runs, which draws with matplotlib)
+            assert hasattr(old_module, "main") and value.__module__ == old, f"{old}.{name}"
+    namespace: Dict[str, Any] = {}
+    exec(f"from {old} import *", namespace)
+    assert set(namespace) - {"__builtins__"} == set(old_module.__all__)
+
+
+def _tools_modules() -> Tuple[Set[str], Set[str]]:
+    """tools/'s programs (modules that define ``main``) and its old paths (modules that define
+    nothing of their own: only imports and __all__), by name."""
+    programs, old_paths = set(), set()
+    for path in sorted((PACKAGE / "tools").glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        tree = ast.parse(path.read_text())
+        defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        if "main" in defined:
+            programs.add(path.stem)
+        else:
+            assert all(isinstance(n, (ast.Import, ast.ImportFrom, ast.Assign, ast.Expr))
+                       for n in tree.body), path  # fmt: skip
+            assert not defined, path
+            old_paths.add(path.stem)
+    return programs, old_paths
+
+
+@needs_source_tree
+def test_tools_holds_only_command_line_programs() -> None:
+    """Each module of tools/ is a program (it defines ``main``; [project.scripts] or a stable
+    ``python -m procgen_entities.X`` runs it: tests/test_packaging.py) or an old path."""
+    programs, old_paths = _tools_modules()
+    assert programs == {"checkpoint", "dump", "evaluate", "plot", "results", "sb3_ppo", "train"}
+    assert old_paths == {m.rsplit(".", 1)[1] for m in MOVED_FROM_TOOLS} - programs
+
+
+@needs_source_tree
+def test_the_package_imports_the_moved_modules_from_their_new_place() -> None:
+    """Nothing in the package imports an old path that only re-exports (they are kept for
+    users' code); the programs among the old paths are imported to run them."""
+    old_paths = {f"procgen_entities.tools.{m}" for m in _tools_modules()[1]}
+    assert len(old_paths) == 9, sorted(old_paths)
+    graph = import_graph(PACKAGE)
+    users = {a: sorted(set(edges) & old_paths) for a, edges in graph.items()}
+    assert not {a: b for a, b in users.items() if b}
+
+
+# ----------------------------------------------------------------------------------------------
 # Misuse is UsageError: no bare ValueError is raised for a wrong call.
 
 #: The ``raise ValueError`` the package keeps, by file and function, and why each is not misuse.
 KEPT_VALUE_ERRORS: Dict[Tuple[str, str], str] = {
-    **{("tools/numpy_policy.py", f): "a malformed checkpoint file (its .npz arrays or their "
+    **{("agents/numpy_policy.py", f): "a malformed checkpoint file (its .npz arrays or their "
        "weights), not a wrong call: the data's fault, like a StateDecodeError; checkpoint.py "
        "reports it as a CheckpointError" for f in (
         "_npz_values", "_check_npz", "read_npz", "Normalizer.load", "MlpPolicy.__init__",
         "FlatGridPolicy.__init__", "FlatGridPolicy._layer", "DictNormalizer.load")},
-    ("tools/plot.py", "load_run"): "a file that is not a training run's metrics: bad data",
+    ("agents/metrics.py", "load_run"): "a file that is not a training run's metrics: bad data",
 }  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""The lean PPO learner (tools/lean_ppo.py) against SB3's PPO: same seed, same env, same policy
+"""The lean PPO learner (agents/lean_ppo.py) against SB3's PPO: same seed, same env, same policy
 network -> the same rollout and, after one update, the same weights (up to float32 rounding of
 a fused Adam); and sb3_ppo trains, checkpoints and resumes with it."""
 
@@ -16,13 +16,13 @@ pytest.importorskip("stable_baselines3")
 from stable_baselines3 import PPO  # noqa: E402
 from stable_baselines3.common.vec_env import VecNormalize  # noqa: E402
 
+from procgen_entities.agents.checkpoint import EnvConfig, make_env  # noqa: E402
+from procgen_entities.agents.lean_ppo import LeanPPO  # noqa: E402
 from procgen_entities.gymnasium.sb3 import (  # noqa: E402
     FlatGridExtractor,
     SB3VecEnv,
     normalized_keys,
 )
-from procgen_entities.tools.checkpoint import EnvConfig, make_env  # noqa: E402
-from procgen_entities.tools.lean_ppo import LeanPPO  # noqa: E402
 from procgen_entities.tools.sb3_ppo import main as sb3_ppo  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -107,7 +107,7 @@ def test_sb3_ppo_trains_checkpoints_and_resumes_with_the_lean_learner(tmp_path) 
 
 @pytest.mark.parametrize("game", ["coinrun", "ninja", "climber"])
 def test_sb3_ppo_game_with_no_flags_trains_the_committed_recipe(game: str, tmp_path) -> None:
-    from procgen_entities.tools.checkpoint import Checkpoint
+    from procgen_entities.agents.checkpoint import Checkpoint
 
     out = tmp_path / game
     assert sb3_ppo([game, "--smoke", "--eval-episodes", "0", "--out", str(out)]) == 0

@@ -10,6 +10,7 @@ from typing import Any, List
 import numpy as np
 import pytest
 
+from procgen_entities.agents.checkpoint import EnvConfig, make_env
 from procgen_entities.errors import UsageError
 from procgen_entities.gymnasium.prioritized import MT_WORDS, PrioritizedLevels, mt19937_untemper
 from procgen_entities.level_sampling import (
@@ -18,7 +19,6 @@ from procgen_entities.level_sampling import (
     episode_score,
     score_episodes,
 )
-from procgen_entities.tools.checkpoint import EnvConfig, make_env
 
 # ---- the sampler ----
 

@@ -1,4 +1,4 @@
-"""Levels you can draw and play: text level files (tools/levels.py), reset(options={"states":
+"""Levels you can draw and play: text level files (level_files.py), reset(options={"states":
 ...}) on EntityVectorEnv, ``dump --state level.txt`` / ``--save level.txt``, ``evaluate --levels
 DIR``, and a drawn coinrun level (docs/levels/coinrun-saw.txt) that procgen restores, serializes
 and renders as drawn and that the committed agent completes."""
@@ -19,7 +19,7 @@ import pytest
 import procgen_entities as pe
 from procgen_entities import State, StateDecodeError
 from procgen_entities.errors import UsageError
-from procgen_entities.tools.levels import (
+from procgen_entities.level_files import (
     HEADER,
     LevelBase,
     LevelError,
@@ -136,7 +136,7 @@ def test_a_header_takes_no_more_steps_than_the_games_longest_episode(tmp_path: P
     path = tmp_path / "forever.txt"
     path.write_text(f"{HEADER} game=coinrun mode=easy seed=5 steps=2147483646\n#A#\n")
     child = _child(f"""
-        from procgen_entities.tools.levels import LevelError, read_level
+        from procgen_entities.level_files import LevelError, read_level
         try:
             read_level({str(path)!r})
         except LevelError as exc:
@@ -175,7 +175,7 @@ def test_fifos_and_devices_are_refused_not_waited_on(tmp_path: Path) -> None:
     (tmp_path / "over-pipe.txt").write_text(f"{HEADER} base=pipe.state\n#A#\n")
     paths = [str(tmp_path / name) for name in ("pipe.txt", "pipe.state", "over-pipe.txt")]
     child = _child(f"""
-        from procgen_entities.tools.levels import LevelError, read_level
+        from procgen_entities.level_files import LevelError, read_level
         for path in {[*paths, "/dev/zero"]!r}:
             try:
                 read_level(path)
@@ -270,8 +270,8 @@ def test_a_drawn_coinrun_level_is_what_procgen_plays_and_the_agent_completes_it(
     """docs/levels/coinrun-saw.txt (ground, crates before a step, a saw, the goal): restored
     through reset(options={"states": ...}), it is what procgen itself serializes and renders
     after set_state, and the committed agent (greedy, numpy inference) reaches the goal."""
+    from procgen_entities.agents.checkpoint import Checkpoint, load_policy, make_env
     from procgen_entities.procgen_envs import make_procgen_env
-    from procgen_entities.tools.checkpoint import Checkpoint, load_policy, make_env
 
     [level] = load_levels([DRAWN])
     assert level.blob is not None
@@ -433,7 +433,7 @@ def test_levels_are_validated_in_batches_within_bounded_memory(tmp_path: Path) -
         (tmp_path / f"level-{i:03d}.state.gz").write_bytes(SAVED.read_bytes())
     proc = _child(f"""
         import resource
-        from procgen_entities.tools.levels import level_paths, read_level, validate
+        from procgen_entities.level_files import level_paths, read_level, validate
         levels = [read_level(p) for p in level_paths({str(tmp_path)!r})]
         with open("/proc/self/status") as f:
             size = next(int(line.split()[1]) for line in f if line.startswith("VmSize")) * 1024
@@ -449,7 +449,7 @@ def test_levels_are_validated_in_batches_within_bounded_memory(tmp_path: Path) -
 def test_a_folder_of_more_level_files_than_the_limit_is_refused(tmp_path: Path) -> None:
     """At most MAX_LEVEL_FILES (10,000) level files in a folder: one line naming the folder and
     the limit, before any file is read (every file here is empty, unreadable as a level)."""
-    from procgen_entities.tools.levels import MAX_LEVEL_FILES, level_paths
+    from procgen_entities.level_files import MAX_LEVEL_FILES, level_paths
 
     folder = tmp_path / "many"
     folder.mkdir()

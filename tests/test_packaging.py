@@ -75,3 +75,17 @@ def test_console_script_resolves(script: str) -> None:
     }
     if installed:  # an install from before [project.scripts] has none
         assert installed.get(script) == target
+
+
+def test_the_readme_lists_every_command_once() -> None:
+    """README.md's "Command-line tools" table is [project.scripts]: each console script with the
+    one ``python -m`` spelling that runs its module (a package's ``__main__`` runs as the
+    package), no more, no fewer."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## Command-line tools\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([\w.]+)` \| `([\w-]+)` \|", section, re.M)
+    expected = {
+        (value.split(":")[0].removesuffix(".__main__"), name)
+        for name, value in pyproject()["project"]["scripts"].items()
+    }
+    assert len(rows) == len(set(rows)) and set(rows) == expected

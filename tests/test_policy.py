@@ -193,7 +193,12 @@ def test_a_deep_cnn_marked_grid_run_resumes_and_needs_torch(tmp_path) -> None:  
     import subprocess
     import sys
 
-    from procgen_entities.tools.checkpoint import Checkpoint, CheckpointError, load_policy, make_env
+    from procgen_entities.agents.checkpoint import (
+        Checkpoint,
+        CheckpointError,
+        load_policy,
+        make_env,
+    )
 
     out = tmp_path / "run"
     train = [sys.executable, "-m", "procgen_entities.tools.sb3_ppo", "climber",

@@ -427,7 +427,7 @@ warnings.simplefilter("ignore")
 import numpy as np
 from procgen_entities import State, StateDecodeError
 from procgen_entities.gymnasium import EntityVectorEnv
-from procgen_entities.tools.levels import LevelError, load_levels
+from procgen_entities.level_files import LevelError, load_levels
 which = int(sys.argv[1])
 outcomes = {}
 with EntityVectorEnv("coinrun", 1, seed=0) as env:

@@ -303,9 +303,9 @@ def test_rllib_is_imported_only_on_demand() -> None:
 
 def test_episode_records_in_the_plot_format(tmp_path: Path) -> None:
     """MetricsWriter's file loads with the plot tool (no cluster needed)."""
+    from procgen_entities.agents.metrics import load_run
     from procgen_entities.rllib.callbacks import EPISODES_KEY
     from procgen_entities.rllib.metrics import MetricsWriter
-    from procgen_entities.tools.plot import load_run
 
     writer = MetricsWriter(tmp_path / "metrics.jsonl", {"game": GAME, "r_min": 0, "r_max": 1})
     episodes = [{"return": float(r), "length": 10, "level_complete": r > 1, "runner": 1}

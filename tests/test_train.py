@@ -16,7 +16,7 @@ if not os.environ.get("CI"):  # CI installs the train extra: there a missing one
         "enn_trainer", reason="the train extra is not installed (docs/train-install.sh)"
     )
 
-from procgen_entities.tools.plot import load_run, summary_table  # noqa: E402
+from procgen_entities.agents.metrics import load_run, summary_table  # noqa: E402
 from procgen_entities.tools.train import SMOKE_STEPS, trainer_overrides  # noqa: E402
 
 
@@ -122,17 +122,17 @@ def test_checkpoint_acts_the_same_on_the_padded_observation(
     game: str, actor: str, tmp_path: Path
 ) -> None:
     """A training run saves its RogueNet with its env; the evaluation feeds it the padded form
-    (tools/enn_policy.py): its logits equal those on ProcgenVecEnv's own observation of the
+    (agents/enn_policy.py): its logits equal those on ProcgenVecEnv's own observation of the
     same levels, step after step, and the evaluate command runs it."""
     import numpy as np
     import torch
     from entity_gym.simple_trace import Tracer
     from ragged_buffer import RaggedBufferI64
 
+    from procgen_entities.agents.checkpoint import Checkpoint, make_env
+    from procgen_entities.agents.enn_policy import ENN_FOLDER, vec_obs_from_padded
     from procgen_entities.entity_gym.observation import ACTION_NAME
     from procgen_entities.entity_gym.vec_env import ProcgenVecEnv
-    from procgen_entities.tools.checkpoint import Checkpoint, make_env
-    from procgen_entities.tools.enn_policy import ENN_FOLDER, vec_obs_from_padded
 
     out = tmp_path / "run"
     train = [sys.executable, "-m", "procgen_entities.train", game, "--smoke", "--out", str(out),
@@ -184,7 +184,7 @@ def test_a_stopped_run_resumes_from_its_rolling_checkpoint(tmp_path: Path) -> No
     the first one. Reusing the folder without --resume, or resuming nothing, is exit 2."""
     from enn_trainer import load_checkpoint
 
-    from procgen_entities.tools.enn_policy import ENN_FOLDER
+    from procgen_entities.agents.enn_policy import ENN_FOLDER
 
     out = tmp_path / "run"
     small = ["rollout.num_envs=16", "rollout.steps=32", "optim.bs=256", "optim.update_epochs=1"]

@@ -22,7 +22,7 @@ README_GIF_ARGS = ("coinrun", "--policy", "checkpoints/coinrun", "--seed", "0", 
 #: How long checkpoints/coinrun takes to complete level 0 (one frame per state, the first too).
 LEVEL0_STEPS = 118
 LEVEL0_END = f"level complete after {LEVEL0_STEPS} steps, return 10"
-STEP_MS = 70  # tools/video.py's GIF frame duration at 15 fps
+STEP_MS = 70  # viewer/video.py's GIF frame duration at 15 fps
 HEADER = re.compile(r"^coinrun  mode=easy  level=0  step=(\d+) ", re.M)
 
 

@@ -255,8 +255,8 @@ class Soak:
 
     def text_levels(self) -> None:
         """A level file written from a live state, read back, validated and played."""
+        from procgen_entities.level_files import LevelBase, level_file_text, load_levels
         from procgen_entities.state import State
-        from procgen_entities.tools.levels import LevelBase, level_file_text, load_levels
 
         blob = self.states["coinrun"][int(self.rng.integers(len(self.states["coinrun"])))]
         with tempfile.TemporaryDirectory() as folder:

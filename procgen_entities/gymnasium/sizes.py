@@ -3,7 +3,7 @@
 ``policy_values`` counts the values of an SB3 ActorCriticPolicy's state dict (every weight and
 bias, each features extractor under the three names SB3 saves it by) from its architecture and
 the env's observation space, so a checkpoint can be refused for its size before any tensor is
-made (tools/checkpoint.py). tests/test_checkpoint.py checks each count against torch's.
+made (agents/checkpoint.py). tests/test_checkpoint.py checks each count against torch's.
 """
 
 from __future__ import annotations

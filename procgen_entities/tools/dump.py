@@ -4,12 +4,12 @@ Creates a one-env procgen ``ProcgenGym3Env`` (level = --seed), steps it --steps 
 random or no-op policy, takes ``get_state`` and draws the parsed state: the tilemap (up at the
 top), the entities over it, a legend and optionally a table of the entities. ``--state FILE``
 draws a saved ``get_state`` blob instead (raw or gzip'ed), or a text level (``FILE.txt``, a
-drawing in the legend's characters: tools/levels.py); with ``--steps``, ``--watch``, ``--video``
+drawing in the legend's characters: level_files.py); with ``--steps``, ``--watch``, ``--video``
 or ``--policy DIR`` the rollout starts from that state (validated as ``set_states`` validates).
 ``--save FILE`` writes the blob (gzip'ed if FILE ends in .gz), or with ``FILE.txt`` the text
 level. ``--watch`` animates a rollout.
 
-``--policy DIR`` plays a checkpoint folder (tools/checkpoint.py) instead: its env (the
+``--policy DIR`` plays a checkpoint folder (agents/checkpoint.py) instead: its env (the
 observation it was trained on, its distribution mode unless ``--mode``) on level --seed, greedy,
 for one episode (or --steps); it needs no torch for the SB3 checkpoints. ``--video FILE.gif``
 (Pillow) or ``FILE.mp4`` (imageio-ffmpeg) writes procgen's own frames of the rollout, ``--scale``
@@ -30,21 +30,20 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from procgen_entities import level_files
 from procgen_entities.backends import import_backend
 from procgen_entities.errors import (
     StateDecodeError,
     UsageError,  # reported as one line, exit status 2
 )
+from procgen_entities.files import check_target, write_atomic
 from procgen_entities.games import DISTRIBUTION_MODE_IDS, GAME_NAMES
 from procgen_entities.parse import StateBatch, parse_state
 from procgen_entities.procgen_envs import MODE_GAMES, valid_modes
-from procgen_entities.state import State
-from procgen_entities.tools import levels
-from procgen_entities.tools.files import check_target, write_atomic
 
-# The rollouts and saved states are tools/rollout.py's, which levels.py reads too (it once read
-# them from here, and this module read levels.py: a circle); still importable from here.
-from procgen_entities.tools.rollout import (
+# The rollouts and saved states are rollout.py's, which level_files.py reads too (it once read
+# them from here, and this module read it: a circle); still importable from here.
+from procgen_entities.rollout import (
     MAX_STATE_BYTES,
     Rollout,
     check_game_mode,
@@ -52,6 +51,7 @@ from procgen_entities.tools.rollout import (
     load_state,
     record_state,
 )
+from procgen_entities.state import State
 
 __all__ = ["main", "MAX_STATE_BYTES", "MODE_GAMES", "load_state", "record_state", "valid_modes"]
 
@@ -69,13 +69,13 @@ class _PolicyRollout:
     def __init__(
         self, game: str, mode: Optional[str], seed: int, folder: str, start: Optional[bytes] = None
     ) -> None:
-        from procgen_entities.engine import EngineUnavailable
-        from procgen_entities.tools.checkpoint import (
+        from procgen_entities.agents.checkpoint import (
             Checkpoint,
             CheckpointError,
             load_policy,
             make_env,
         )
+        from procgen_entities.engine import EngineUnavailable
 
         with contextlib.redirect_stderr(io.StringIO()):  # gym's notice, as in rollout.py
             import_backend()  # procgen-mirror or procgen-gym, whichever this Python has
@@ -275,7 +275,7 @@ def _use_color(choice: str) -> bool:
 def _console(color: bool):  # type: ignore[no-untyped-def]
     from rich.console import Console
 
-    from procgen_entities.tools.render import plain_console
+    from procgen_entities.viewer.render import plain_console
 
     if not color:
         return plain_console(sys.stdout, width=_width(200))
@@ -302,7 +302,7 @@ def _width(default: int) -> int:
 
 
 def _draw(console, batch: StateBatch, args: argparse.Namespace) -> None:  # type: ignore[no-untyped-def]
-    from procgen_entities.tools.render import render, render_text
+    from procgen_entities.viewer.render import render, render_text
 
     if console.color_system is None:
         # Identical to render_text (what the snapshot tests check).
@@ -329,8 +329,8 @@ class _Recorder:
     def add(self, rollout: Any, blob: bytes) -> None:
         if self.path is None:
             return
-        from procgen_entities.tools.render import cell_image
-        from procgen_entities.tools.video import compose
+        from procgen_entities.viewer.render import cell_image
+        from procgen_entities.viewer.video import compose
 
         beside = cell_image(_parse(blob, "get_state"), view_mode=self.args.view)
         self.frames.append(compose(rollout.frame(), self.args.scale, beside if self.args.beside
@@ -338,7 +338,7 @@ class _Recorder:
 
     def write(self) -> None:
         if self.path is not None:
-            from procgen_entities.tools.video import VideoError, write_video
+            from procgen_entities.viewer.video import VideoError, write_video
 
             try:
                 write_video(self.path, self.frames)
@@ -351,7 +351,7 @@ def _play(
 ) -> bytes:
     """Step the rollout ``steps`` times (a checkpoint's stops when its episode ends), drawing
     every state with --watch (else the last) and recording the video's frames."""
-    from procgen_entities.tools.render import render
+    from procgen_entities.viewer.render import render
 
     def frame(b: bytes):  # type: ignore[no-untyped-def]
         return render(
@@ -406,15 +406,15 @@ def _read_start(path: str) -> tuple:
     try:
         if not _is_text_path(path):
             blob = load_state(path)
-            return blob, levels.LevelBase(path=os.path.abspath(path))
-        level = levels.read_level(path)
-        levels.validate([level])
-    except levels.LevelError as exc:
+            return blob, level_files.LevelBase(path=os.path.abspath(path))
+        level = level_files.read_level(path)
+        level_files.validate([level])
+    except level_files.LevelError as exc:
         raise UsageError(str(exc)) from None
     assert level.blob is not None and level.base is not None
     base = level.base
     if base.path is not None:  # kept relative to the text level's folder
-        base = levels.LevelBase(path=os.path.abspath(Path(path).parent / base.path))
+        base = level_files.LevelBase(path=os.path.abspath(Path(path).parent / base.path))
     return level.blob, base
 
 
@@ -422,9 +422,9 @@ def _validated(blob: bytes, source: str) -> bytes:
     """A saved blob, checked as set_states checks it before procgen plays it."""
     _parse(blob, source)  # the usual message for a blob that is not a state
     try:
-        level = levels.Level(Path(source), State.from_bytes(blob))
-        levels.validate([level])
-    except levels.LevelError as exc:
+        level = level_files.Level(Path(source), State.from_bytes(blob))
+        level_files.validate([level])
+    except level_files.LevelError as exc:
         raise UsageError(str(exc)) from None
     assert level.blob is not None
     return level.blob
@@ -440,11 +440,12 @@ def _save_text(path: str, blob: bytes, base: Any) -> None:
         )
     if base.path is not None:
         relative = os.path.relpath(base.path, os.path.dirname(os.path.abspath(path)))
-        base = levels.LevelBase(path=relative)
+        base = level_files.LevelBase(path=relative)
     try:
-        text = levels.level_file_text(State.from_bytes(blob), base)  # LevelError: not readable back
+        # LevelError: not readable back
+        text = level_files.level_file_text(State.from_bytes(blob), base)
         write_atomic(path, text.encode("utf-8"))
-    except levels.LevelError as exc:
+    except level_files.LevelError as exc:
         raise UsageError(f"--save {path}: {exc}") from None
     except OSError as exc:
         raise UsageError(f"cannot write level file {path!r}: {exc.strerror or exc}") from None
@@ -471,21 +472,24 @@ def _rebuilt_base(args: argparse.Namespace, steps: int) -> Any:
     """The LevelBase a text level saved from this run is drawn over; with ``--save FILE.txt``,
     one its header cannot name (more steps than the game's longest episode) is refused before
     the rollout plays."""
-    base = levels.LevelBase(args.game, args.mode or "hard", args.seed, steps, args.policy)
+    base = level_files.LevelBase(args.game, args.mode or "hard", args.seed, steps, args.policy)
     if args.save is not None and _is_text_path(args.save):
         try:
             base.header()
-        except levels.LevelError as exc:
+        except level_files.LevelError as exc:
             raise UsageError(f"--save {args.save}: {exc}") from None
     return base
 
 
 def _check_steps(game: str, steps: Optional[int]) -> None:
-    """``--steps`` at most the game's longest episode (levels.max_steps, the bound of a text
+    """``--steps`` at most the game's longest episode (level_files.max_steps, the bound of a text
     level header's steps=): 10**9 steps would play for hours before anything is drawn."""
-    if steps is not None and steps > levels.max_steps(game):
+    if steps is None:
+        return
+    longest = level_files.max_steps(game)
+    if steps > longest:
         raise UsageError(f"--steps {steps}: more than {game}'s longest episode "
-                         f"({levels.max_steps(game)} steps), the most one run plays")  # fmt: skip
+                         f"({longest} steps), the most one run plays")  # fmt: skip
 
 
 def _plays(args: argparse.Namespace) -> bool:
@@ -497,7 +501,7 @@ def run(args: argparse.Namespace) -> int:
     color = _use_color(args.color)
     video = None
     if args.video is not None:
-        from procgen_entities.tools.video import VideoError, check_video_path
+        from procgen_entities.viewer.video import VideoError, check_video_path
 
         try:
             video = check_video_path(args.video)

@@ -35,9 +35,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from procgen_entities.agents.metrics import load_run, smooth
 from procgen_entities.errors import UsageError
 from procgen_entities.games import GAME_NAMES, get_game
-from procgen_entities.tools.plot import load_run, smooth
 
 __all__ = ["game_rows", "games_table", "main", "run_summary", "time_to_return"]
 

@@ -11,19 +11,19 @@ checkpoints, resume, evaluate.
 Trains SB3's PPO (MlpPolicy) on ``EntityVectorEnv(GAME, flatten=True, autoreset_mode=SameStep)``
 with the game's training tilemap and caps (``Game.training_caps``), writes ``DIR/metrics.jsonl``
 (the format ``python -m procgen_entities.plot`` reads) and checkpoint folders (``DIR/checkpoint``
-and, every ``--checkpoint-every`` steps, ``DIR/checkpoint-<steps>``; see tools/checkpoint.py).
+and, every ``--checkpoint-every`` steps, ``DIR/checkpoint-<steps>``; see agents/checkpoint.py).
 ``--eval-episodes N`` then evaluates the final checkpoint with ``procgen_entities.evaluate``
 (into ``DIR/evaluation.json``; the default 0 only prints the command, since 1,000 episodes and
 17 policies take minutes). ``--resume DIR`` continues a checkpoint (its env config, policy,
 weights, optimizer state, normaliser and step count; the PPO settings it recorded, then
-``--ppo``); checkpoints are data files only (tools/checkpoint.py), and a folder in the old
+``--ppo``); checkpoints are data files only (agents/checkpoint.py), and a folder in the old
 pickled format is refused unless ``--trust-pickle`` (which converts it first). ``--ent-coef
 A:B``: the entropy bonus goes linearly from A to B over the run. ``--policy attention``: SB3's
 ``MultiInputPolicy`` on the dict form with the entity encoder (gymnasium/policy.py: attention
 over the masked slots, inputs through symlog, so only rewards are normalised); ``--grid`` adds
 the camera square's class image, read by a small CNN (with the MLP: FlatGridExtractor).
 ``--level-sampler plr`` (with ``--num-levels N``): the next episode of an env starts on a level
-Prioritized Level Replay draws, by the scores of the levels' last episodes (tools/plr.py); the
+Prioritized Level Replay draws, by the scores of the levels' last episodes (agents/plr.py); the
 default ``uniform`` is procgen's own uniform draw. Needs the train extra.
 """
 
@@ -37,10 +37,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, NoReturn, Optional, Tuple
 
-from procgen_entities.errors import UsageError
-from procgen_entities.games import Game, Recipe, get_game
-from procgen_entities.level_sampling import SCORES
-from procgen_entities.tools.checkpoint import (
+from procgen_entities.agents.checkpoint import (
     OPTIMIZER,
     Checkpoint,
     CheckpointError,
@@ -51,9 +48,12 @@ from procgen_entities.tools.checkpoint import (
     read_spec,
     save_sb3,
 )
+from procgen_entities.errors import UsageError
+from procgen_entities.games import Game, Recipe, get_game
+from procgen_entities.level_sampling import SCORES
 
 if TYPE_CHECKING:
-    from procgen_entities.tools.plr import LevelReplay
+    from procgen_entities.agents.plr import LevelReplay
 
 __all__ = ["main"]
 
@@ -234,7 +234,7 @@ def _recipe_args(parser: argparse.ArgumentParser) -> None:
 def _learner_args(parser: argparse.ArgumentParser) -> None:
     """The learner's options (the learner changes no setting of the recipe)."""
     parser.add_argument("--trainer", choices=("lean", "sb3"), default="lean",
-                        help="the learner: tools/lean_ppo.py (default) or SB3's own PPO "
+                        help="the learner: agents/lean_ppo.py (default) or SB3's own PPO "
                              "(the same network, algorithm and checkpoints; slower)")  # fmt: skip
     parser.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default="auto",
                         help="the lean learner's arithmetic (lean_ppo.PRECISIONS; auto: bfloat16 "
@@ -272,7 +272,7 @@ def _level_settings(args: argparse.Namespace, checkpoint: Checkpoint) -> Optiona
         return None
     if checkpoint.env.num_levels <= 0:
         _fail("--level-sampler plr needs --num-levels N > 0 (a finite set of training levels)")
-    from procgen_entities.tools.plr import DEFAULTS, check_settings
+    from procgen_entities.agents.plr import DEFAULTS, check_settings
 
     try:
         return check_settings(dict(recorded) if recorded else {**DEFAULTS, **given})
@@ -466,7 +466,7 @@ def _new_model(
 
         return PPO(kind, env, seed=args.seed, verbose=0, device="cpu", ent_coef=coef,
                    policy_kwargs=policy_kwargs, **hyper)  # fmt: skip
-    from procgen_entities.tools.lean_ppo import LeanPPO
+    from procgen_entities.agents.lean_ppo import LeanPPO
 
     return LeanPPO(kind, env, seed=args.seed, ent_coef=coef, policy_kwargs=policy_kwargs,
                    train_threads=threads, precision=args.precision, **hyper)  # fmt: skip
@@ -476,7 +476,7 @@ def _load_resumed(model: Any, folder: Path, done: int) -> None:
     """The resumed run's weights and Adam's state (when saved) into a new PPO model."""
     import torch
 
-    from procgen_entities.tools.checkpoint import _torch_state
+    from procgen_entities.agents.checkpoint import _torch_state
 
     try:
         model.policy.load_state_dict(_torch_state(folder))
@@ -523,7 +523,7 @@ def _policy_of(
 ) -> Tuple[str, Dict[str, Any]]:
     """(SB3 policy class name, policy_kwargs): a resumed run's own network (policy.json, whatever
     the flags say; ``args`` takes its policy, d_model and layers), or the flags' new one."""
-    from procgen_entities.tools.checkpoint import policy_kwargs_of
+    from procgen_entities.agents.checkpoint import policy_kwargs_of
 
     if spec is not None:
         extractor = spec.get("extractor_kwargs") or {}
@@ -556,7 +556,7 @@ def _record_trainer(
                           "net": ",".join(map(str, net)) if isinstance(net, list) else net,
                           "policy": args.policy, "learner": args.trainer, **hyper}  # fmt: skip
     if args.trainer == "lean":
-        from procgen_entities.tools.lean_ppo import resolve_precision
+        from procgen_entities.agents.lean_ppo import resolve_precision
 
         checkpoint.trainer["precision"] = resolve_precision(args.precision)
     if flat_grid and args.grid_cnn != "small":
@@ -596,7 +596,7 @@ def _run_env(
     venv = make_env(checkpoint.env, args.envs, args.seed + done, flatten=flatten)
     replay = None
     if levels is not None:
-        from procgen_entities.tools.plr import SAMPLER_FILE, LevelReplay, read_state
+        from procgen_entities.agents.plr import SAMPLER_FILE, LevelReplay, read_state
 
         try:
             state = read_state(args.resume) if args.resume else None
@@ -632,7 +632,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     resume = _resume(args.resume, args.trust_pickle) if args.resume else None
     import torch
 
-    from procgen_entities.tools.numpy_policy import DictNormalizer, Normalizer
+    from procgen_entities.agents.numpy_policy import DictNormalizer, Normalizer
 
     torch.set_num_threads(1)  # while the env's pool steps (see _Metrics for the updates)
     checkpoint, hyper, spec, done = _start(args, resume)

@@ -31,9 +31,9 @@ import numpy as np
 from entity_gym.env import ObsSpace, VecEnv, VecObs
 from ragged_buffer import RaggedBufferI64
 
+from procgen_entities.agents.metrics import MACHINE_OVERRIDES
 from procgen_entities.errors import UsageError
 from procgen_entities.games import GAMES, NUM_ACTIONS, get_game
-from procgen_entities.tools.plot import MACHINE_OVERRIDES
 
 __all__ = ["GameDefaults", "DEFAULTS", "EpisodeLogger", "main", "trainer_overrides"]
 
@@ -410,9 +410,9 @@ def save_checkpoint(
     overrides: List[str],
 ) -> None:  # fmt: skip
     """The trained RogueNet (hyperstate's checkpoint, in ``folder/enn``) with the env it was
-    trained on, for ``python -m procgen_entities.evaluate`` (tools/checkpoint.py)."""
-    from procgen_entities.tools.checkpoint import Checkpoint, EnvConfig
-    from procgen_entities.tools.enn_policy import ENN_FOLDER
+    trained on, for ``python -m procgen_entities.evaluate`` (agents/checkpoint.py)."""
+    from procgen_entities.agents.checkpoint import Checkpoint, EnvConfig
+    from procgen_entities.agents.enn_policy import ENN_FOLDER
 
     env = EnvConfig(game=args.game, tilemap=defaults.tilemap, **procgen_options(defaults))
     trainer = {
