@@ -8,8 +8,6 @@
 #include "le_read.h"
 #include "live_read.h"
 
-enum { FIELD_X = 0, FIELD_Y = 1, FIELD_VY = 3, FIELD_RX = 4, FIELD_RY = 5, FIELD_TYPE = 6 };
-
 /* Per-state scratch, grown as needed (a state runs on one thread at a time). */
 typedef struct {
     float *rows;
@@ -47,8 +45,8 @@ struct pe_obs_builder {
     int32_t n_tile_types;
     int32_t tile_nf[TM_MAX_CLASSES + 1];
     int32_t slot_start[PE_MAX_SLOTS + 1];       /* floats before slot s in a state's rows */
-    int32_t bytes_field_at[PE_ENTITY_FIELDS];   /* get_state records: field f at 4 f */
-    uint8_t bytes_field_kind[PE_ENTITY_FIELDS];
+    int32_t bytes_field_at[PE_ENTITY_FIELDS];   /* get_state records (PE_ENTITY_RECORD), in the */
+    uint8_t bytes_field_kind[PE_ENTITY_FIELDS]; /* live map's form: one reader for both */
     int64_t call_count;                         /* states of the call in flight */
     int64_t ragged_count;                       /* states the last ragged call kept, or -1 */
     int64_t *starts;                            /* [n_types, n]: pe_obs_ragged_rows' first rows */
@@ -106,7 +104,7 @@ static double live_vector_item(reader *r, int32_t item, uint8_t kind, int64_t k)
         r->bad = 1;
         return 0.0;
     }
-    return (double)read_i32(entity + r->map->entity_at[FIELD_TYPE]);
+    return (double)read_i32(entity + r->map->entity_at[PE_F_TYPE]);
 }
 
 /* Item k of trailer vector v (an entity's type field), 0 past its end. */
@@ -117,7 +115,7 @@ static double vector_item(reader *r, int32_t v, int64_t k) {
     if (k < 0 || k >= r->layout->vector_counts[v]) return 0.0;
     const uint8_t *at = r->base + r->layout->trailer_item_at[item] + 4 + k * pe_trailer_item_bytes(kind);
     if (kind == PE_T_VEC_F32) return (double)pe_load_f32(at);
-    if (kind == PE_T_VEC_ENTITY) return (double)pe_load_i32(at + 24);
+    if (kind == PE_T_VEC_ENTITY) return (double)pe_load_i32(at + PE_ENTITY_RECORD[PE_F_TYPE].at);
     return (double)pe_load_i32(at);
 }
 
@@ -200,7 +198,7 @@ static pe_status read_live(const pe_live_spec *spec, const uint8_t *game, work *
     r->n_entities = (int32_t)n;
     r->field_at = map->entity_at;
     r->field_kind = map->entity_kind;
-    if (n < 1 || read_i32(w->records[0] + map->entity_at[FIELD_TYPE]) != 0)
+    if (n < 1 || read_i32(w->records[0] + map->entity_at[PE_F_TYPE]) != 0)
         return fail(w, PE_ERR_PLAYER, "entities[0].type");
     const uint8_t *grid = game + map->grid_at, *cells;
     int32_t gw = read_i32(grid), gh = read_i32(grid + 4);
@@ -219,17 +217,17 @@ typedef struct {
 } square;
 
 static inline int in_square(const reader *r, const uint8_t *record, const square *sq) {
-    float x = field_value(r, record, FIELD_X), y = field_value(r, record, FIELD_Y);
-    float rx = field_value(r, record, FIELD_RX), ry = field_value(r, record, FIELD_RY);
+    float x = field_value(r, record, PE_F_X), y = field_value(r, record, PE_F_Y);
+    float rx = field_value(r, record, PE_F_RX), ry = field_value(r, record, PE_F_RY);
     return fabsf(x - sq->cx) < sq->half + fabsf(rx) && fabsf(y - sq->cy) < sq->half + fabsf(ry);
 }
 
 static inline float feature(const reader *r, const uint8_t *record, const uint8_t *player,
                             int32_t code) {
     if (code == PE_FEATURE_REL_X)
-        return field_value(r, record, FIELD_X) - field_value(r, player, FIELD_X);
+        return field_value(r, record, PE_F_X) - field_value(r, player, PE_F_X);
     if (code == PE_FEATURE_REL_Y)
-        return field_value(r, record, FIELD_Y) - field_value(r, player, FIELD_Y);
+        return field_value(r, record, PE_F_Y) - field_value(r, player, PE_F_Y);
     return field_value(r, record, code);
 }
 
@@ -248,7 +246,7 @@ static void slot_filter(const pe_obs_builder *b, const reader *r, uint8_t *enabl
 static inline int32_t slot_of(const pe_obs_builder *b, const reader *r, const uint8_t *record,
                               const uint8_t *enabled, const square *sq) {
     const pe_entity_plan *plan = b->spec.plan;
-    int32_t type = (int32_t)field_value(r, record, FIELD_TYPE);
+    int32_t type = (int32_t)field_value(r, record, PE_F_TYPE);
     int32_t s = (type >= 0 && type < plan->lut_size) ? plan->type_to_slot[type] : -1;
     if (s < 0 || !enabled[s]) return -1;
     if (plan->windowed != NULL && plan->windowed[s] && !in_square(r, record, sq)) return -1;
@@ -295,8 +293,8 @@ static void mark_entities(const pe_obs_builder *b, const reader *r, const int32_
         const uint8_t *record = r->records[e];
         int32_t slot = slot_of(b, r, record, enabled, &sq);
         if (slot < 0 || s->image_marks[slot] == 0) continue;
-        double x = floor(field_value(r, record, FIELD_X));
-        double y = floor(field_value(r, record, FIELD_Y));
+        double x = floor(field_value(r, record, PE_F_X));
+        double y = floor(field_value(r, record, PE_F_Y));
         if (!isfinite(x) || !isfinite(y)) continue;  /* a NaN position has no cell */
         double cx = x - crop[0], cy = y - crop[1];  /* in the crop, as tm_class_image reads it */
         if (cx < 0 || cx >= crop[2] || cy < 0 || cy >= crop[3]) continue;
@@ -416,9 +414,9 @@ static double cell_at(const reader *r, float x, float y) {
 static double on_ground(const pe_obs_builder *b, reader *r) {
     const pe_obs_support *sup = &b->spec.support;
     const uint8_t *p = r->records[0];
-    float x = field_value(r, p, FIELD_X), y = field_value(r, p, FIELD_Y);
-    float vy = field_value(r, p, FIELD_VY);
-    float rx = field_value(r, p, FIELD_RX), ry = field_value(r, p, FIELD_RY);
+    float x = field_value(r, p, PE_F_X), y = field_value(r, p, PE_F_Y);
+    float vy = field_value(r, p, PE_F_VY);
+    float rx = field_value(r, p, PE_F_RX), ry = field_value(r, p, PE_F_RY);
     float below = (float)((double)y - ((double)ry + .01));
     double cells[2] = {cell_at(r, (float)((double)x - ((double)rx - .01)), below),
                        cell_at(r, (float)((double)x + ((double)rx - .01)), below)};
@@ -594,8 +592,8 @@ static void index_trailer(pe_obs_builder *b) {
         }
     }
     for (int f = 0; f < PE_ENTITY_FIELDS; f++) {
-        b->bytes_field_at[f] = 4 * f;
-        b->bytes_field_kind[f] = pe_entity_field_is_int(f) ? PE_T_I32 : PE_T_F32;
+        b->bytes_field_at[f] = PE_ENTITY_RECORD[f].at;
+        b->bytes_field_kind[f] = PE_ENTITY_RECORD[f].kind == 'f' ? PE_T_F32 : PE_T_I32;
     }
 }
 

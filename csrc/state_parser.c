@@ -15,11 +15,13 @@ typedef struct {
     char kind;    /* 'i', 'f' or 'b' */
 } scalar_field;
 
-/* The camera fields, named: the table lists them and pe_camera reads them without a lookup. */
+/* The camera centre, named: the table lists it and pe_camera reads it without a lookup (the view's
+ * size is the camera record's, state_parser.h). */
 #define CENTER_X_FIELD {"center_x", ANCHOR_BASE, 56, 'f'}
 #define CENTER_Y_FIELD {"center_y", ANCHOR_BASE, 60, 'f'}
-#define VIEW_DIM_FIELD {"view_dim", ANCHOR_CAMERA, 16, 'f'}
 
+/* The scalars of the options, step and base sections; the camera section's follow them
+ * (PE_CAMERA_RECORD's first PE_CAMERA_SCALARS fields), see scalar_row. */
 static const scalar_field SCALARS[] = {
     {"reward", ANCHOR_STEP, 0, 'f'},
     {"done", ANCHOR_STEP, 4, 'b'},
@@ -72,41 +74,32 @@ static const scalar_field SCALARS[] = {
     {"random_agent_start", ANCHOR_BASE, 64, 'b'},
     {"has_useful_vel_info", ANCHOR_BASE, 68, 'b'},
     {"step_rand_int", ANCHOR_BASE, 72, 'i'},
-    {"main_width", ANCHOR_CAMERA, 0, 'i'},
-    {"main_height", ANCHOR_CAMERA, 4, 'i'},
-    {"out_of_bounds_object", ANCHOR_CAMERA, 8, 'i'},
-    {"unit", ANCHOR_CAMERA, 12, 'f'},
-    VIEW_DIM_FIELD,
-    {"x_off", ANCHOR_CAMERA, 20, 'f'},
-    {"y_off", ANCHOR_CAMERA, 24, 'f'},
-    {"visibility", ANCHOR_CAMERA, 28, 'f'},
-    {"min_visibility", ANCHOR_CAMERA, 32, 'f'},
 };
-#define N_SCALARS ((int)(sizeof(SCALARS) / sizeof(SCALARS[0])))
+#define N_SECTION_SCALARS ((int)(sizeof(SCALARS) / sizeof(SCALARS[0])))
+#define N_SCALARS (N_SECTION_SCALARS + PE_CAMERA_SCALARS)
 
-/* Entity record: 1 where the 4-byte field is an i32 (type, flags, timers), 0 for f32. */
-static const uint8_t ENTITY_FIELD_IS_INT[PE_ENTITY_FIELDS] = {
-    0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1,
-    1, 1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0,
-};
+/* Scalar i (0 <= i < N_SCALARS): a row of SCALARS, or a camera scalar of PE_CAMERA_RECORD. */
+static inline scalar_field scalar_row(int i) {
+    if (i < N_SECTION_SCALARS) return SCALARS[i];
+    const pe_record_field *f = &PE_CAMERA_RECORD[i - N_SECTION_SCALARS];
+    scalar_field row = {f->name, ANCHOR_CAMERA, (int16_t)f->at, f->kind};
+    return row;
+}
 
 int pe_scalar_count(void) { return N_SCALARS; }
 
-const char *pe_scalar_name(int i) { return (i >= 0 && i < N_SCALARS) ? SCALARS[i].name : NULL; }
+const char *pe_scalar_name(int i) { return (i >= 0 && i < N_SCALARS) ? scalar_row(i).name : NULL; }
 
-char pe_scalar_kind(int i) { return (i >= 0 && i < N_SCALARS) ? SCALARS[i].kind : 0; }
+char pe_scalar_kind(int i) { return (i >= 0 && i < N_SCALARS) ? scalar_row(i).kind : 0; }
 
 pe_status pe_scalar_position(int i, int *section, int *at) {
     if (i < 0 || i >= N_SCALARS) return PE_ERR_ARG;
     /* sections in byte order: options, step, base, camera */
     static const int SECTION_OF_ANCHOR[] = {1, 0, 2, 3};
-    *section = SECTION_OF_ANCHOR[SCALARS[i].from];
-    *at = SCALARS[i].at;
+    scalar_field row = scalar_row(i);
+    *section = SECTION_OF_ANCHOR[row.from];
+    *at = row.at;
     return PE_OK;
-}
-
-int pe_entity_field_is_int(int i) {
-    return (i >= 0 && i < PE_ENTITY_FIELDS) ? ENTITY_FIELD_IS_INT[i] : -1;
 }
 
 const char *pe_status_text(pe_status status) {
@@ -237,10 +230,11 @@ static pe_status skip_rng(cursor *c, const char *seeded_field, const char *text_
 /* Validate bool scalars of a fixed block that starts at `block_at`. */
 static pe_status check_block_bools(cursor *c, anchor from, int64_t block_at) {
     for (int i = 0; i < N_SCALARS; i++) {
-        if (SCALARS[i].from != from || SCALARS[i].kind != 'b') continue;
-        int64_t at = block_at + SCALARS[i].at;
+        scalar_field row = scalar_row(i);
+        if (row.from != from || row.kind != 'b') continue;
+        int64_t at = block_at + row.at;
         int32_t v = pe_load_i32(c->buf + at);
-        if (v != 0 && v != 1) return fail(c, PE_ERR_BOOL, at, SCALARS[i].name);
+        if (v != 0 && v != 1) return fail(c, PE_ERR_BOOL, at, row.name);
     }
     return PE_OK;
 }
@@ -355,20 +349,32 @@ pe_status pe_measure(const uint8_t *buf, int64_t len, const pe_game_spec *spec,
     return check_invariants(buf, spec, layout, err);
 }
 
+static inline int32_t camera_i32(const cursor *c, const pe_layout *layout, pe_camera_field f) {
+    return pe_load_i32(c->buf + layout->camera_at + PE_CAMERA_RECORD[f].at);
+}
+
+/* A failure at camera field f, named and placed by the camera record. */
+static pe_status camera_fail(cursor *c, pe_status status, const pe_layout *layout,
+                             pe_camera_field f) {
+    return fail(c, status, layout->camera_at + PE_CAMERA_RECORD[f].at, PE_CAMERA_RECORD[f].name);
+}
+
 /* The grid after the camera block: its w, h and cell count agree with each other, with the
  * grid_size read before the entities and with main_width/main_height, and its cells are there. */
 static pe_status take_grid(cursor *c, pe_layout *layout, int32_t grid_size, int64_t grid_size_at) {
-    const uint8_t *cam = c->buf + layout->camera_at;
-    int32_t w = pe_load_i32(cam + 36), h = pe_load_i32(cam + 40), count = pe_load_i32(cam + 44);
-    if (w < 0) return fail(c, PE_ERR_NEGATIVE, layout->camera_at + 36, "grid.w");
-    if (h < 0) return fail(c, PE_ERR_NEGATIVE, layout->camera_at + 40, "grid.h");
-    if ((int64_t)w * h != count)
-        return fail(c, PE_ERR_GRID, layout->camera_at + 44, "grid.count");
+    int32_t w = camera_i32(c, layout, PE_CAM_GRID_W), h = camera_i32(c, layout, PE_CAM_GRID_H);
+    int32_t count = camera_i32(c, layout, PE_CAM_GRID_COUNT);
+    if (w < 0) return camera_fail(c, PE_ERR_NEGATIVE, layout, PE_CAM_GRID_W);
+    if (h < 0) return camera_fail(c, PE_ERR_NEGATIVE, layout, PE_CAM_GRID_H);
+    if ((int64_t)w * h != count) return camera_fail(c, PE_ERR_GRID, layout, PE_CAM_GRID_COUNT);
     if (grid_size != count) return fail(c, PE_ERR_GRID, grid_size_at, "grid_size");
-    if (pe_load_i32(cam) != w) return fail(c, PE_ERR_GRID, layout->camera_at, "main_width");
-    if (pe_load_i32(cam + 4) != h) return fail(c, PE_ERR_GRID, layout->camera_at + 4, "main_height");
-    if (!has(c, 4 * (int64_t)count))
-        return fail(c, PE_ERR_TRUNCATED, layout->camera_at + 44, "grid.data");
+    if (camera_i32(c, layout, PE_CAM_MAIN_WIDTH) != w)
+        return camera_fail(c, PE_ERR_GRID, layout, PE_CAM_MAIN_WIDTH);
+    if (camera_i32(c, layout, PE_CAM_MAIN_HEIGHT) != h)
+        return camera_fail(c, PE_ERR_GRID, layout, PE_CAM_MAIN_HEIGHT);
+    if (!has(c, 4 * (int64_t)count))  /* reported at the count, which promised the cells */
+        return fail(c, PE_ERR_TRUNCATED, layout->camera_at + PE_CAMERA_RECORD[PE_CAM_GRID_COUNT].at,
+                    "grid.data");
     layout->grid_at = c->at;
     layout->width = w;
     layout->height = h;
@@ -408,8 +414,9 @@ static pe_status measure_structure(const uint8_t *buf, int64_t len, const pe_gam
     layout->entities_at = entities_count_at + 4;
     layout->n_entities = n_entities;
     if (n_entities < 1) return fail(&c, PE_ERR_PLAYER, entities_count_at, "entities");
-    if (pe_load_i32(buf + layout->entities_at + 24) != 0)
-        return fail(&c, PE_ERR_PLAYER, layout->entities_at + 24, "entities[0].type");
+    int64_t player_type_at = layout->entities_at + PE_ENTITY_RECORD[PE_F_TYPE].at;
+    if (pe_load_i32(buf + player_type_at) != 0)
+        return fail(&c, PE_ERR_PLAYER, player_type_at, "entities[0].type");
 
     if ((s = take_block(&c, ANCHOR_BASE, PE_BASE_BYTES, "use_procgen_background",
                         &layout->base_at)) != PE_OK)
@@ -451,8 +458,8 @@ static inline double read_value(const uint8_t *p, int is_float) {
 }
 
 static inline float read_entity_field(const uint8_t *record, int32_t field) {
-    const uint8_t *p = record + 4 * field;
-    return ENTITY_FIELD_IS_INT[field] ? (float)pe_load_i32(p) : pe_load_f32(p);
+    const pe_record_field *f = &PE_ENTITY_RECORD[field];
+    return f->kind == 'f' ? pe_load_f32(record + f->at) : (float)pe_load_i32(record + f->at);
 }
 
 static float camera_field(const uint8_t *buf, const pe_layout *layout, scalar_field field) {
@@ -461,10 +468,10 @@ static float camera_field(const uint8_t *buf, const pe_layout *layout, scalar_fi
 
 void pe_camera(const uint8_t *buf, const pe_layout *layout, float *center_x, float *center_y,
                float *view_dim) {
-    static const scalar_field cx = CENTER_X_FIELD, cy = CENTER_Y_FIELD, dim = VIEW_DIM_FIELD;
+    static const scalar_field cx = CENTER_X_FIELD, cy = CENTER_Y_FIELD;
     *center_x = camera_field(buf, layout, cx);
     *center_y = camera_field(buf, layout, cy);
-    *view_dim = camera_field(buf, layout, dim);
+    *view_dim = pe_load_f32(buf + layout->camera_at + PE_CAMERA_RECORD[PE_CAM_VIEW_DIM].at);
 }
 
 int64_t pe_vector_value_count(const pe_layout *layout, const pe_game_spec *spec) {
@@ -507,13 +514,13 @@ static void fill_trailer(const uint8_t *buf, const pe_layout *layout, const pe_g
 
 double pe_scalar_value(const uint8_t *buf, const pe_layout *layout, int i) {
     if (i < 0 || i >= N_SCALARS) return 0.0;
-    const uint8_t *p = buf + anchor_offset(layout, SCALARS[i].from) + SCALARS[i].at;
-    return read_value(p, SCALARS[i].kind == 'f');
+    scalar_field row = scalar_row(i);
+    return read_value(buf + anchor_offset(layout, row.from) + row.at, row.kind == 'f');
 }
 
 int pe_scalar_index(const char *name) {
     for (int i = 0; i < N_SCALARS; i++)
-        if (strcmp(SCALARS[i].name, name) == 0) return i;
+        if (strcmp(scalar_row(i).name, name) == 0) return i;
     return -1;
 }
 
@@ -521,10 +528,7 @@ void pe_fill(const uint8_t *buf, const pe_layout *layout, const pe_game_spec *sp
              double *scalars, const int32_t *entity_fields, int32_t n_fields, float *entities,
              int32_t *grid, double *trailer_scalars, double *vector_values) {
     if (scalars) {
-        for (int i = 0; i < N_SCALARS; i++) {
-            const uint8_t *p = buf + anchor_offset(layout, SCALARS[i].from) + SCALARS[i].at;
-            scalars[i] = read_value(p, SCALARS[i].kind == 'f');
-        }
+        for (int i = 0; i < N_SCALARS; i++) scalars[i] = pe_scalar_value(buf, layout, i);
     }
     if (entities && n_fields > 0) {
         const uint8_t *record = buf + layout->entities_at;
@@ -561,8 +565,8 @@ pe_status pe_measure_many(int64_t n, const uint8_t *const *bufs, const int64_t *
         if (s == PE_OK && i > 0 &&
             (layouts[i].width != layouts[0].width || layouts[i].height != layouts[0].height)) {
             err->status = s = PE_ERR_SHAPE;
-            err->offset = layouts[i].camera_at + 36;
-            err->field = "grid.w";
+            err->offset = layouts[i].camera_at + PE_CAMERA_RECORD[PE_CAM_GRID_W].at;
+            err->field = PE_CAMERA_RECORD[PE_CAM_GRID_W].name;
         }
         if (s != PE_OK) {
             *bad_index = i;

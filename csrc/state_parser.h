@@ -30,6 +30,122 @@ extern "C" {
 #define PE_CAMERA_BYTES 48       /* 9 camera fields + grid w, h, count */
 #define PE_TERMINATOR ((int32_t)0xCAFECAFEu)
 
+/* ---- the fixed records, declared once: every reader, writer and binding takes a field's name,
+ * byte offset and kind from these tables (format reference §2, §2.1), never a literal. ---- */
+
+/* One 4-byte field of a fixed record. kind: 'i' (i32) or 'f' (f32), as pe_scalar_kind says. */
+typedef struct {
+    const char *name;
+    int32_t at;       /* byte offset within the record */
+    char kind;
+} pe_record_field;
+
+/* The entity record: 31 fields of 4 bytes (PE_ENTITY_BYTES), an id per field. */
+typedef enum {
+    PE_F_X = 0,
+    PE_F_Y = 1,
+    PE_F_VX = 2,
+    PE_F_VY = 3,
+    PE_F_RX = 4,
+    PE_F_RY = 5,
+    PE_F_TYPE = 6,
+    PE_F_IMAGE_TYPE = 7,
+    PE_F_IMAGE_THEME = 8,
+    PE_F_RENDER_Z = 9,
+    PE_F_WILL_ERASE = 10,
+    PE_F_COLLIDES_WITH_ENTITIES = 11,
+    PE_F_COLLISION_MARGIN = 12,
+    PE_F_ROTATION = 13,
+    PE_F_VROT = 14,
+    PE_F_IS_REFLECTED = 15,
+    PE_F_FIRE_TIME = 16,
+    PE_F_SPAWN_TIME = 17,
+    PE_F_LIFE_TIME = 18,
+    PE_F_EXPIRE_TIME = 19,
+    PE_F_USE_ABS_COORDS = 20,
+    PE_F_FRICTION = 21,
+    PE_F_SMART_STEP = 22,
+    PE_F_AVOIDS_COLLISIONS = 23,
+    PE_F_AUTO_ERASE = 24,
+    PE_F_ALPHA = 25,
+    PE_F_HEALTH = 26,
+    PE_F_THETA = 27,
+    PE_F_GROW_RATE = 28,
+    PE_F_ALPHA_DECAY = 29,
+    PE_F_CLIMBER_SPAWN_X = 30
+} pe_entity_field;
+
+/* Indexed by pe_entity_field. procgen's C++ bools (will_erase, ...) are i32 in a state and read
+ * as 'i' unchecked: a state's other values there are kept, not refused. */
+static const pe_record_field PE_ENTITY_RECORD[PE_ENTITY_FIELDS] = {
+    {"x", 0, 'f'},
+    {"y", 4, 'f'},
+    {"vx", 8, 'f'},
+    {"vy", 12, 'f'},
+    {"rx", 16, 'f'},
+    {"ry", 20, 'f'},
+    {"type", 24, 'i'},
+    {"image_type", 28, 'i'},
+    {"image_theme", 32, 'i'},
+    {"render_z", 36, 'i'},
+    {"will_erase", 40, 'i'},
+    {"collides_with_entities", 44, 'i'},
+    {"collision_margin", 48, 'f'},
+    {"rotation", 52, 'f'},
+    {"vrot", 56, 'f'},
+    {"is_reflected", 60, 'i'},
+    {"fire_time", 64, 'i'},
+    {"spawn_time", 68, 'i'},
+    {"life_time", 72, 'i'},
+    {"expire_time", 76, 'i'},
+    {"use_abs_coords", 80, 'i'},
+    {"friction", 84, 'f'},
+    {"smart_step", 88, 'i'},
+    {"avoids_collisions", 92, 'i'},
+    {"auto_erase", 96, 'i'},
+    {"alpha", 100, 'f'},
+    {"health", 104, 'f'},
+    {"theta", 108, 'f'},
+    {"grow_rate", 112, 'f'},
+    {"alpha_decay", 116, 'f'},
+    {"climber_spawn_x", 120, 'f'},
+};
+
+/* The camera section (PE_CAMERA_BYTES from main_width): 9 camera scalars, then the grid's
+ * header; the grid's cells follow it. Offsets are within the section. */
+typedef enum {
+    PE_CAM_MAIN_WIDTH = 0,
+    PE_CAM_MAIN_HEIGHT = 1,
+    PE_CAM_OUT_OF_BOUNDS_OBJECT = 2,
+    PE_CAM_UNIT = 3,
+    PE_CAM_VIEW_DIM = 4,
+    PE_CAM_X_OFF = 5,
+    PE_CAM_Y_OFF = 6,
+    PE_CAM_VISIBILITY = 7,
+    PE_CAM_MIN_VISIBILITY = 8,
+    PE_CAM_GRID_W = 9,
+    PE_CAM_GRID_H = 10,
+    PE_CAM_GRID_COUNT = 11
+} pe_camera_field;
+#define PE_CAMERA_FIELDS 12
+#define PE_CAMERA_SCALARS 9      /* the fields before the grid's header: header/base scalars */
+
+/* Indexed by pe_camera_field; the first PE_CAMERA_SCALARS are the last scalars of pe_fill. */
+static const pe_record_field PE_CAMERA_RECORD[PE_CAMERA_FIELDS] = {
+    {"main_width", 0, 'i'},
+    {"main_height", 4, 'i'},
+    {"out_of_bounds_object", 8, 'i'},
+    {"unit", 12, 'f'},
+    {"view_dim", 16, 'f'},
+    {"x_off", 20, 'f'},
+    {"y_off", 24, 'f'},
+    {"visibility", 28, 'f'},
+    {"min_visibility", 32, 'f'},
+    {"grid.w", 36, 'i'},
+    {"grid.h", 40, 'i'},
+    {"grid.count", 44, 'i'},
+};
+
 typedef enum {
     PE_OK = 0,
     PE_ERR_TRUNCATED = 1,      /* a read would run past the end of the state */
@@ -145,8 +261,6 @@ pe_status pe_scalar_position(int i, int *section, int *at);
 double pe_scalar_value(const uint8_t *buf, const pe_layout *layout, int i);
 /* The index of the scalar named `name`, or -1 when there is none (a lookup, not an error). */
 int pe_scalar_index(const char *name);
-/* 1 if entity field i is stored as i32, 0 if f32, -1 when i is out of range (a lookup). */
-int pe_entity_field_is_int(int i);
 /* Human-readable text for a status. */
 const char *pe_status_text(pe_status status);
 /* The enum member's name of a pe_status code ("PE_ERR_TRUNCATED"), NULL for another code. */

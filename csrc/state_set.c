@@ -100,8 +100,8 @@ pe_status pe_collect(pe_pool *pool, pe_get_state_fn get_state, void *env, int32_
             set->layouts[i].height != set->layouts[first].height) {
             *bad_index = i;
             err->status = PE_ERR_SHAPE;
-            err->offset = set->layouts[i].camera_at + 36;
-            err->field = "grid.w";
+            err->offset = set->layouts[i].camera_at + PE_CAMERA_RECORD[PE_CAM_GRID_W].at;
+            err->field = PE_CAMERA_RECORD[PE_CAM_GRID_W].name;
             return PE_ERR_SHAPE;
         }
     }
@@ -184,7 +184,8 @@ static void heads_one(void *raw, int64_t i) {
             const uint8_t *at = p + 4 + k * pe_trailer_item_bytes(kind);
             if (k >= count) head[k] = 0.0;
             else if (kind == PE_T_VEC_F32) head[k] = (double)pe_load_f32(at);
-            else if (kind == PE_T_VEC_ENTITY) head[k] = (double)pe_load_i32(at + 24);
+            else if (kind == PE_T_VEC_ENTITY)
+                head[k] = (double)pe_load_i32(at + PE_ENTITY_RECORD[PE_F_TYPE].at);
             else head[k] = (double)pe_load_i32(at);
         }
     }

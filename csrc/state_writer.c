@@ -116,8 +116,9 @@ static pe_status put_rng(sink *k, const pe_rng_text *rng, const char *seeded, co
 static pe_status put_entities(sink *k, const pe_state_parts *p) {
     if (p->n_entities < 1) return refuse(k, PE_ERR_PLAYER, k->at, "entities");
     if (p->entities == NULL) return refuse(k, PE_ERR_SPEC, k->at, "entities");
-    if (pe_load_i32(p->entities + 24) != 0)
-        return refuse(k, PE_ERR_PLAYER, k->at + 4 + 24, "entities[0].type");
+    int32_t type_at = PE_ENTITY_RECORD[PE_F_TYPE].at;
+    if (pe_load_i32(p->entities + type_at) != 0)
+        return refuse(k, PE_ERR_PLAYER, k->at + 4 + type_at, "entities[0].type");
     put_i32(k, p->n_entities);
     put_bytes(k, p->entities, (int64_t)p->n_entities * PE_ENTITY_BYTES);
     return PE_OK;

@@ -16,6 +16,7 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Mapping
 
+from procgen_entities._native._parser import ENTITY_RECORD
 from procgen_entities.errors import UsageError
 
 __all__ = [
@@ -37,23 +38,14 @@ __all__ = [
     "value_ranges",
 ]
 
-#: The 31 fields of procgen's 124-byte entity record, in procgen's order.
-ENTITY_FIELDS: tuple[str, ...] = (
-    "x", "y", "vx", "vy", "rx", "ry", "type", "image_type", "image_theme", "render_z",
-    "will_erase", "collides_with_entities", "collision_margin", "rotation", "vrot",
-    "is_reflected", "fire_time", "spawn_time", "life_time", "expire_time", "use_abs_coords",
-    "friction", "smart_step", "avoids_collisions", "auto_erase", "alpha", "health", "theta",
-    "grow_rate", "alpha_decay", "climber_spawn_x",
-)  # fmt: skip
+#: The 31 fields of procgen's 124-byte entity record, in procgen's order: read from the record
+#: that csrc/state_parser.h declares (PE_ENTITY_RECORD), which every C reader uses too.
+ENTITY_FIELDS: tuple[str, ...] = tuple(name for name, _, _ in ENTITY_RECORD)
 
 #: Entity fields stored as i32 (or i32 bools); the rest are f32.
 ENTITY_INT_FIELDS: frozenset[str] = frozenset(
-    {
-        "type", "image_type", "image_theme", "render_z", "will_erase",
-        "collides_with_entities", "is_reflected", "fire_time", "spawn_time", "life_time",
-        "expire_time", "use_abs_coords", "smart_step", "avoids_collisions", "auto_erase",
-    }
-)  # fmt: skip
+    name for name, _, kind in ENTITY_RECORD if kind == "i"
+)
 
 #: Trailer item kinds: i32, f32, bool (i32 0/1), and vectors of those, or of entity records.
 TRAILER_KINDS: tuple[str, ...] = ("i", "f", "b", "vi", "vf", "vb", "ve")

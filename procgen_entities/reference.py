@@ -3,7 +3,10 @@
 Written from docs/state-format.md, independently of the C parser
 (csrc/state_parser.c), so that tests can demand that both give identical results. It walks each
 state with ``struct.unpack_from`` and reads the 124-byte entity record with a numpy structured
-dtype. It is meant to be easy to check against the format reference, not to be fast.
+dtype. It is meant to be easy to check against the format reference, not to be fast. The record's
+field names and kinds are the one declaration of them (games.ENTITY_FIELDS, read from
+csrc/state_parser.h's table; tests/test_native.py holds it to the shipped list); the walk, the
+offsets and the checks here are its own.
 
 ``reference_parse_states`` returns the same ``StateBatch`` as ``parse_states``, and accepts and
 rejects exactly the same inputs. ``reference_write_state`` is the same for the writer: the bytes of

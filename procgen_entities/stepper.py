@@ -235,7 +235,7 @@ class ProcgenStepper:
         self._envs: List[Any] = []
         self._handles: List[Tuple[int, int]] = []
         self.engine = engine
-        self._live: Any = None
+        self._live: Optional[_collector.LiveGames] = None
         self._truncated = np.zeros(n, dtype=np.uint8)
         self._terminal_written = np.zeros(n, dtype=np.uint8)
         self._pending_reset = np.zeros(n, dtype=np.uint8)
@@ -338,6 +338,13 @@ class ProcgenStepper:
             else:
                 self._collector.collect(get_state, handle, size, start)
 
+    def _games(self) -> _collector.LiveGames:
+        """The live games the engine reads (headless, direct read); their engines always have
+        them, so None here is a bug of this class, not of its caller."""
+        if self._live is None:
+            raise RuntimeError(f"the {self.engine} engine reads no live games")
+        return self._live
+
     def _read(self) -> None:
         """States of every env, through the engine (procgen's threads must be idle)."""
         if self._live is None:
@@ -348,7 +355,7 @@ class ProcgenStepper:
     def _step(self, chosen: npt.NDArray[np.int32]) -> None:
         if self.engine == "headless":  # every group in one pool run
             self._collector.step_live(
-                self._live, -1, chosen, 0, self._terminal, self._step_flags, self._truncated,
+                self._games(), -1, chosen, 0, self._terminal, self._step_flags, self._truncated,
                 self._terminal_written, self._pending_reset,
             )  # fmt: skip
             return
@@ -417,14 +424,14 @@ class ProcgenStepper:
         marks = chosen.astype(np.uint8)  # the C step clears each mark as it resets that env
         idle = np.zeros(self.num_envs, dtype=np.int32)  # ignored: nothing steps
         self._collector.step_live(
-            self._live, -1, idle, 0, self._terminal, self._step_flags | _collector.RESET_ONLY,
+            self._games(), -1, idle, 0, self._terminal, self._step_flags | _collector.RESET_ONLY,
             self._truncated, self._terminal_written, marks,
         )  # fmt: skip
         self._pending_reset[chosen] = 0
         self.refresh()
 
     @locked
-    def values_of(self, collector: Any) -> StepValues:
+    def values_of(self, collector: _collector.StateCollector) -> StepValues:
         """StepValues of the states in another collector of this stepper's size (e.g. the
         terminal states), in new arrays; slots it never held a state in get the current values."""
         self._sync()
@@ -444,7 +451,9 @@ class ProcgenStepper:
     # ---- the observation builder's steps (csrc/observation.h) ----
 
     @locked
-    def step_observe(self, chosen: npt.ArrayLike, builder: Any, outs: Tuple[Any, ...]) -> Any:
+    def step_observe(
+        self, chosen: npt.ArrayLike, builder: _collector.ObservationBuilder, outs: Tuple[Any, ...]
+    ) -> Optional[_collector.RaggedRows]:
         """``step`` and the observation of every env into ``outs`` (``ObservationBuilder``'s
         outputs) in one native call with the headless engine: the games are read directly, no
         state is written (until something asks for the states: ``collector``, ``step_values``,
@@ -457,7 +466,7 @@ class ProcgenStepper:
             return builder.from_states(self._collector, outs)
         self._fresh = False
         result = builder.step_live(
-            self._collector, self._live, actions, self._terminal, self._step_flags,
+            self._collector, self._games(), actions, self._terminal, self._step_flags,
             self._truncated, self._terminal_written, self._pending_reset, outs,
         )  # fmt: skip
         self._stale = True
@@ -476,24 +485,29 @@ class ProcgenStepper:
             return
         self._fresh = False
         self._collector.step_live(
-            self._live, -1, actions, 0, self._terminal, self._step_flags, self._truncated,
+            self._games(), -1, actions, 0, self._terminal, self._step_flags, self._truncated,
             self._terminal_written, self._pending_reset, write=False,
         )  # fmt: skip
         self._stale = True
 
     @locked
-    def observe(self, builder: Any, outs: Tuple[Any, ...]) -> Any:
+    def observe(
+        self, builder: _collector.ObservationBuilder, outs: Tuple[Any, ...]
+    ) -> Optional[_collector.RaggedRows]:
         """The observation of the current states into ``outs`` (no step); returns what the
         builder returns."""
         self.check_open()
         if self.engine == "headless":
-            return builder.from_live(self._collector, self._live, outs)
+            return builder.from_live(self._collector, self._games(), outs)
         return builder.from_states(self._collector, outs)
 
     @locked
     def observe_terminal(
-        self, builder: Any, outs: Tuple[Any, ...], indices: npt.NDArray[np.int64]
-    ) -> Any:
+        self,
+        builder: _collector.ObservationBuilder,
+        outs: Tuple[Any, ...],
+        indices: npt.NDArray[np.int64],
+    ) -> Optional[_collector.RaggedRows]:
         """The observations of the terminal states of envs ``indices`` (their episodes ended at
         the last step; headless engine) into ``outs``, row k for env indices[k]; returns what
         the builder returns."""
@@ -505,21 +519,22 @@ class ProcgenStepper:
         return builder.from_states(self._terminal, outs, indices)
 
     @property
-    def collector(self) -> Any:
+    def collector(self) -> _collector.StateCollector:
         """The StateCollector holding every env's current state (written now if a
         ``step_observe`` left it behind)."""
         self._sync()
         return self._collector
 
     @property
-    def terminal(self) -> Any:
+    def terminal(self) -> Optional[_collector.StateCollector]:
         """The StateCollector of the terminal states (headless engine), or None."""
         return self._terminal
 
     @property
     def pending_reset(self) -> npt.NDArray[np.bool_]:
         """Per env: its episode ended and its reset waits for the next step (defer_reset)."""
-        return self._pending_reset != 0
+        pending: npt.NDArray[np.bool_] = self._pending_reset != 0
+        return pending
 
     @property
     def seed(self) -> int:
@@ -547,7 +562,7 @@ class ProcgenStepper:
         return tuple(self._envs)
 
     @property
-    def call_lock(self) -> Any:
+    def call_lock(self) -> threading.RLock:
         """The lock every call of this stepper takes (an adapter's calls take it too)."""
         return self._call_lock
 
@@ -576,7 +591,7 @@ class ProcgenStepper:
         """Every env's 64x64 RGB frame (headless: rendered now by the game's own observe())."""
         self.check_open()
         if self.engine == "headless":
-            self._live.observe(-1)
+            self._games().observe(-1)
         frames = [env.observe()[1]["rgb"] for env in self._envs]
         return np.concatenate(frames, axis=0)
 
@@ -662,13 +677,15 @@ class ProcgenStepper:
     @property
     def truncated(self) -> npt.NDArray[np.bool_]:
         """Per env: the episode that ended at the last step ended by procgen's time limit."""
-        return self._truncated != 0
+        truncated: npt.NDArray[np.bool_] = self._truncated != 0
+        return truncated
 
     @property
     def last_level_complete(self) -> npt.NDArray[np.bool_]:
         """Per env: did the episode that ended at the last step end in success?"""
         self._sync()
-        return self._scalars[:, self._level_complete] != 0
+        complete: npt.NDArray[np.bool_] = self._scalars[:, self._level_complete] != 0
+        return complete
 
     def step_values(self) -> StepValues:
         """Scalars of the current step (header/base by name, trailer fields by name, the first

@@ -49,7 +49,7 @@ def _block_members(body: str, is_enum: bool) -> List[str]:
 
 def header_names(path: Path) -> List[str]:
     """The declared names of a C header in order; a typedef'd enum or struct gives its name and
-    then its members."""
+    then its members, a constant table (``static const T NAME[N] = {...};``) its name."""
     text = re.sub(r"/\*.*?\*/", "", path.read_text(), flags=re.S)
     text = re.sub(r"#ifdef __cplusplus.*?#endif", "", text, flags=re.S)
     guard = re.search(r"#ifndef (\w+)", text)
@@ -62,12 +62,13 @@ def header_names(path: Path) -> List[str]:
         rf"|typedef\s+(enum|struct)\s*{{(.*?)}}\s*({IDENT})\s*;"
         rf"|enum\s*{{(.*?)}}\s*;"
         rf"|typedef\s+struct\s+{IDENT}\s+({IDENT})\s*;"
+        rf"|static\s+const\s+{IDENT}\s+({IDENT})\s*\[[^\]]*\]\s*=\s*{{.*?}}\s*;"
         rf"|typedef\s+[^;(]*\(\s*\*\s*({IDENT})\s*\)\s*\([^;]*\)\s*;"
         rf"|(?!typedef)(?=\w)[^;{{}}@]*?({IDENT})\s*\([^;{{]*\)\s*;",
         re.S,
     )
     for m in pattern.finditer(text):
-        macro, kind, body, typedef, anon, opaque, fn_type, function = m.groups()
+        macro, kind, body, typedef, anon, opaque, table, fn_type, function = m.groups()
         if macro:
             if guard is None or macro != guard.group(1):
                 names.append(macro)
@@ -76,7 +77,7 @@ def header_names(path: Path) -> List[str]:
         elif anon is not None:
             names += _block_members(anon, True)
         else:
-            names.append(opaque or fn_type or function)
+            names.append(opaque or table or fn_type or function)
     return names
 
 
@@ -107,6 +108,8 @@ def pxd_names(path: Path) -> List[str]:
         elif m := re.match(rf"[^(]*?({IDENT})\(", code):
             names.append(m.group(1))
         elif m := re.match(rf"double ({IDENT})$", code):  # a float macro, declared as a constant
+            names.append(m.group(1))
+        elif m := re.match(rf"const {IDENT} ({IDENT})\[", code):  # a constant table
             names.append(m.group(1))
     return names
 
@@ -179,3 +182,62 @@ def test_every_c_status_has_its_name_in_c() -> None:
     assert max(pe_codes) < _status.STATUS_END <= min(tm_errors)
     for unknown in (-1, max(pe_codes) + 1, max(tm_errors) + 1):
         assert _status.status_name(unknown) is None
+
+
+#: games.ENTITY_FIELDS and ENTITY_INT_FIELDS as they shipped (a public contract), written out.
+SHIPPED_ENTITY_FIELDS = (
+    "x", "y", "vx", "vy", "rx", "ry", "type", "image_type", "image_theme", "render_z",
+    "will_erase", "collides_with_entities", "collision_margin", "rotation", "vrot",
+    "is_reflected", "fire_time", "spawn_time", "life_time", "expire_time", "use_abs_coords",
+    "friction", "smart_step", "avoids_collisions", "auto_erase", "alpha", "health", "theta",
+    "grow_rate", "alpha_decay", "climber_spawn_x",
+)  # fmt: skip
+SHIPPED_ENTITY_INT_FIELDS = frozenset(
+    {
+        "type", "image_type", "image_theme", "render_z", "will_erase",
+        "collides_with_entities", "is_reflected", "fire_time", "spawn_time", "life_time",
+        "expire_time", "use_abs_coords", "smart_step", "avoids_collisions", "auto_erase",
+    }
+)  # fmt: skip
+
+
+def test_the_entity_record_is_declared_in_c_and_python_reads_it() -> None:
+    """games' names for the entity fields are state_parser.h's record (PE_ENTITY_RECORD, read
+    through the binding) and equal what shipped; the record's ids are its enum's, in order, and
+    its 31 four-byte fields tile the 124-byte record."""
+    from procgen_entities import ENTITY_FIELDS
+    from procgen_entities.games import ENTITY_INT_FIELDS
+
+    assert ENTITY_FIELDS == SHIPPED_ENTITY_FIELDS
+    assert ENTITY_INT_FIELDS == SHIPPED_ENTITY_INT_FIELDS
+    record = _parser.ENTITY_RECORD
+    assert tuple(name for name, _, _ in record) == ENTITY_FIELDS
+    assert {name for name, _, kind in record if kind == "i"} == ENTITY_INT_FIELDS
+    assert {kind for _, _, kind in record} == {"i", "f"}
+    assert [at for _, at, _ in record] == [4 * i for i in range(31)]
+    ids = _enum_members("state_parser", "pe_entity_field")
+    assert ids == [(f"PE_F_{name.upper()}", i) for i, name in enumerate(ENTITY_FIELDS)]
+
+
+def test_the_camera_record_is_the_scalars_and_the_grid_header() -> None:
+    """The camera section of state_parser.h (PE_CAMERA_RECORD): its first nine fields are the
+    last header/base scalars, at the same offsets and kinds (the parser reads them from it),
+    then the grid's w, h and cell count, as the format reference places them (§2, A+0..A+47)."""
+    expected = [
+        ("main_width", 0, "i"), ("main_height", 4, "i"), ("out_of_bounds_object", 8, "i"),
+        ("unit", 12, "f"), ("view_dim", 16, "f"), ("x_off", 20, "f"), ("y_off", 24, "f"),
+        ("visibility", 28, "f"), ("min_visibility", 32, "f"), ("grid.w", 36, "i"),
+        ("grid.h", 40, "i"), ("grid.count", 44, "i"),
+    ]  # fmt: skip
+    assert list(_parser.CAMERA_RECORD) == expected
+    camera = [i for i, (section, _) in enumerate(_parser.SCALAR_POSITIONS) if section == 3]
+    assert camera == list(range(len(_parser.SCALAR_NAMES) - 9, len(_parser.SCALAR_NAMES)))
+    scalars = [
+        (_parser.SCALAR_NAMES[i], _parser.SCALAR_POSITIONS[i][1], _parser.SCALAR_KINDS[i])
+        for i in camera
+    ]
+    assert scalars == expected[:9]
+    ids = _enum_members("state_parser", "pe_camera_field")
+    assert [name for name, _ in ids] == [
+        "PE_CAM_" + name.replace("grid.", "grid_").upper() for name, _, _ in expected
+    ]

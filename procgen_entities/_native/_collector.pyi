@@ -1,6 +1,7 @@
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
 from procgen_entities._native._parser import GameSpec
 
@@ -66,7 +67,7 @@ class StateCollector:
         *,
         write: bool = ...,
     ) -> None: ...
-    def collected(self) -> np.ndarray: ...
+    def collected(self) -> npt.NDArray[np.bool_]: ...
     def state_bytes(self, i: int) -> bytes: ...
 
 def pad_rows(
@@ -79,6 +80,11 @@ def pad_rows(
     cy: int = ...,
     player: Optional[np.ndarray] = ...,
 ) -> None: ...
+
+#: What a ragged ObservationBuilder call returns: per output type None or its rows [rows, width],
+#: state after state, and int64 [n, 1] each state's rows over the returned types (the other
+#: builders return None). A name for annotations only: the extension does not define it.
+RaggedRows = Tuple[List[Optional[npt.NDArray[np.float32]]], npt.NDArray[np.int64]]
 
 GLOBAL_OPS: Dict[str, int]
 DERIVED_IS_TARGET: int
@@ -107,10 +113,10 @@ class ObservationBuilder:
     ) -> None: ...
     def from_states(
         self, collector: StateCollector, outs: Tuple[Any, ...], indices: Optional[np.ndarray] = ...
-    ) -> Optional[Tuple[List[Optional[np.ndarray]], np.ndarray]]: ...
+    ) -> Optional[RaggedRows]: ...
     def from_live(
         self, collector: StateCollector, live: LiveGames, outs: Tuple[Any, ...]
-    ) -> Optional[Tuple[List[Optional[np.ndarray]], np.ndarray]]: ...
+    ) -> Optional[RaggedRows]: ...
     def step_live(
         self,
         collector: StateCollector,
@@ -122,4 +128,4 @@ class ObservationBuilder:
         terminal_written: np.ndarray,
         pending: np.ndarray,
         outs: Tuple[Any, ...],
-    ) -> Optional[Tuple[List[Optional[np.ndarray]], np.ndarray]]: ...
+    ) -> Optional[RaggedRows]: ...

@@ -7,7 +7,9 @@ SCALAR_NAMES: Tuple[str, ...]
 SCALAR_KINDS: Tuple[str, ...]
 SCALAR_POSITIONS: Tuple[Tuple[int, int], ...]
 VALUE_KINDS_BY_TERM: Dict[str, int]
-ENTITY_FIELD_IS_INT: Tuple[bool, ...]
+#: (name, byte offset, kind "i" or "f") per field, in record order.
+ENTITY_RECORD: Tuple[Tuple[str, int, str], ...]
+CAMERA_RECORD: Tuple[Tuple[str, int, str], ...]
 
 class GameSpec:
     game: str

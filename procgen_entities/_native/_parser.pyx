@@ -38,7 +38,21 @@ def _scalar_position(int i):
 
 #: Per scalar: (section, byte offset in it); sections in byte order: options, step, base, camera.
 SCALAR_POSITIONS = tuple(_scalar_position(i) for i in range(pe_scalar_count()))
-ENTITY_FIELD_IS_INT = tuple(bool(pe_entity_field_is_int(i)) for i in range(PE_ENTITY_FIELDS))
+
+
+cdef tuple _record(const pe_record_field *fields, int n):
+    """(name, byte offset, kind) of each field of a fixed record of state_parser.h, in order."""
+    cdef int i
+    rows = []
+    for i in range(n):
+        rows.append((fields[i].name.decode(), fields[i].at, chr(fields[i].kind)))
+    return tuple(rows)
+
+
+#: The entity record (games.ENTITY_FIELDS and ENTITY_INT_FIELDS are read from it).
+ENTITY_RECORD = _record(PE_ENTITY_RECORD, PE_ENTITY_FIELDS)
+#: The camera section: its scalars (the last of SCALAR_NAMES), then the grid's w, h and count.
+CAMERA_RECORD = _record(PE_CAMERA_RECORD, PE_CAMERA_FIELDS)
 
 
 cdef class GameSpec:

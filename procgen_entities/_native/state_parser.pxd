@@ -19,6 +19,65 @@ cdef extern from "state_parser.h" nogil:
         PE_CAMERA_BYTES
         PE_TERMINATOR
 
+    ctypedef struct pe_record_field:
+        const char *name
+        int32_t at
+        char kind
+
+    ctypedef enum pe_entity_field:
+        PE_F_X
+        PE_F_Y
+        PE_F_VX
+        PE_F_VY
+        PE_F_RX
+        PE_F_RY
+        PE_F_TYPE
+        PE_F_IMAGE_TYPE
+        PE_F_IMAGE_THEME
+        PE_F_RENDER_Z
+        PE_F_WILL_ERASE
+        PE_F_COLLIDES_WITH_ENTITIES
+        PE_F_COLLISION_MARGIN
+        PE_F_ROTATION
+        PE_F_VROT
+        PE_F_IS_REFLECTED
+        PE_F_FIRE_TIME
+        PE_F_SPAWN_TIME
+        PE_F_LIFE_TIME
+        PE_F_EXPIRE_TIME
+        PE_F_USE_ABS_COORDS
+        PE_F_FRICTION
+        PE_F_SMART_STEP
+        PE_F_AVOIDS_COLLISIONS
+        PE_F_AUTO_ERASE
+        PE_F_ALPHA
+        PE_F_HEALTH
+        PE_F_THETA
+        PE_F_GROW_RATE
+        PE_F_ALPHA_DECAY
+        PE_F_CLIMBER_SPAWN_X
+
+    const pe_record_field PE_ENTITY_RECORD[PE_ENTITY_FIELDS]
+
+    ctypedef enum pe_camera_field:
+        PE_CAM_MAIN_WIDTH
+        PE_CAM_MAIN_HEIGHT
+        PE_CAM_OUT_OF_BOUNDS_OBJECT
+        PE_CAM_UNIT
+        PE_CAM_VIEW_DIM
+        PE_CAM_X_OFF
+        PE_CAM_Y_OFF
+        PE_CAM_VISIBILITY
+        PE_CAM_MIN_VISIBILITY
+        PE_CAM_GRID_W
+        PE_CAM_GRID_H
+        PE_CAM_GRID_COUNT
+    enum:
+        PE_CAMERA_FIELDS
+        PE_CAMERA_SCALARS
+
+    const pe_record_field PE_CAMERA_RECORD[PE_CAMERA_FIELDS]
+
     ctypedef enum pe_status:
         PE_OK
         PE_ERR_TRUNCATED
@@ -110,7 +169,6 @@ cdef extern from "state_parser.h" nogil:
     pe_status pe_scalar_position(int i, int *section, int *at) noexcept
     double pe_scalar_value(const uint8_t *buf, const pe_layout *layout, int i) noexcept
     int pe_scalar_index(const char *name) noexcept
-    int pe_entity_field_is_int(int i) noexcept
     const char *pe_status_text(pe_status status) noexcept
     const char *pe_status_name(int status) noexcept
 

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from procgen_entities._native._collector import LIVE_OPS
 from procgen_entities.errors import LayoutError
-from procgen_entities.games import ENTITY_FIELDS, GAMES, Game
+from procgen_entities.games import ENTITY_FIELDS, ENTITY_INT_FIELDS, GAMES, Game
 
 __all__ = [
     "KNOWN_LAYOUT_SHA256",
@@ -201,13 +201,11 @@ def state_program(layout: Layout, game: Game) -> npt.NDArray[np.int32]:
 def _entity_members(layout: Layout) -> List[Tuple[int, str]]:
     """(offset, kind) of every Entity field a state holds, in state order; LayoutError where the
     layout's type disagrees with the state's (int or float)."""
-    from procgen_entities._native._parser import ENTITY_FIELD_IS_INT
-
     members = []
-    for name, is_int in zip(ENTITY_FIELDS, ENTITY_FIELD_IS_INT):
+    for name in ENTITY_FIELDS:
         offset, size, type_text = layout.member("Entity", name)
         kind = _kind_of(type_text, size)
-        if (kind == "f") == bool(is_int):
+        if (kind == "f") == (name in ENTITY_INT_FIELDS):
             raise LayoutError(f"Entity::{name} is {kind!r} in the layout")
         members.append((offset, kind))
     return members

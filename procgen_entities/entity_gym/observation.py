@@ -166,10 +166,12 @@ class RaggedObservation:
         return (self._counts, self._globals, step)
 
     def vec_obs(
-        self, result: Tuple[List[Any], npt.NDArray[np.int64]], outs: Tuple[Any, ...]
+        self, result: Optional[Tuple[List[Any], npt.NDArray[np.int64]]], outs: Tuple[Any, ...]
     ) -> VecObs:
         """The VecObs of one call's ``result`` (the builder's rows and totals) and ``outs``.
         The global entity comes after all others; the Player is each env's first entity."""
+        if result is None:  # this builder is ragged: every call returns its rows
+            raise RuntimeError("the ragged observation builder returned no rows")
         rows, totals = result
         counts, globals_, (reward, done, complete, _, _) = outs
         features: Dict[str, RaggedBufferF32] = {
