@@ -1,8 +1,10 @@
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from procgen_entities._native._parser import GameSpec
+from procgen_entities.observation import BuilderArgs, PaddedArrays, RaggedArrays
 
 DEFAULT_CAPACITY: int
 FEATURE_REL_X: int
@@ -89,28 +91,16 @@ class ObservationBuilder:
     n_globals: int
     image_size: int
     ragged: bool
-    def __init__(
-        self,
-        game: Any,
-        num_states: int,
-        plan: Tuple[np.ndarray, ...],
-        derived: np.ndarray,
-        target_vector: int,
-        types: List[Tuple[int, int, int, int, int]],
-        player: Tuple[int, int, int],
-        global_ops: np.ndarray,
-        support: Tuple[List[int], int, int],
-        tiles: Optional[Tuple[Any, ...]] = ...,
-        image: Optional[Tuple[Any, ...]] = ...,
-        marks: Optional[np.ndarray] = ...,
-        ragged: Optional[List[Optional[np.ndarray]]] = ...,
-    ) -> None: ...
+    def __init__(self, args: BuilderArgs) -> None: ...
     def from_states(
-        self, collector: StateCollector, outs: Tuple[Any, ...], indices: Optional[np.ndarray] = ...
-    ) -> Optional[Tuple[List[Optional[np.ndarray]], np.ndarray]]: ...
+        self,
+        collector: StateCollector,
+        outs: Union[PaddedArrays, RaggedArrays],
+        indices: Optional[np.ndarray] = ...,
+    ) -> Optional[List[Optional[npt.NDArray[np.float32]]]]: ...
     def from_live(
-        self, collector: StateCollector, live: LiveGames, outs: Tuple[Any, ...]
-    ) -> Optional[Tuple[List[Optional[np.ndarray]], np.ndarray]]: ...
+        self, collector: StateCollector, live: LiveGames, outs: Union[PaddedArrays, RaggedArrays]
+    ) -> Optional[List[Optional[npt.NDArray[np.float32]]]]: ...
     def step_live(
         self,
         collector: StateCollector,
@@ -121,5 +111,5 @@ class ObservationBuilder:
         truncated: np.ndarray,
         terminal_written: np.ndarray,
         pending: np.ndarray,
-        outs: Tuple[Any, ...],
-    ) -> Optional[Tuple[List[Optional[np.ndarray]], np.ndarray]]: ...
+        outs: Union[PaddedArrays, RaggedArrays],
+    ) -> Optional[List[Optional[npt.NDArray[np.float32]]]]: ...
