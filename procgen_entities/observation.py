@@ -220,7 +220,7 @@ class BuilderArgs:
     ragged: Optional[Tuple[Optional[Int32s], ...]] = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepArrays:
     """A step's values, [count] each (None: not written): reward, done, level_complete (0/1)
     and the seeds of the current and the previous level."""
@@ -240,7 +240,7 @@ class StepArrays:
         )  # fmt: skip
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PaddedArrays:
     """Where a padded build writes, for ``count`` states: per output type its values [count,
     cap, width] and mask [count, cap] (uint8, 1: a row), the globals [count, G], the class
@@ -255,7 +255,7 @@ class PaddedArrays:
     step: Optional[StepArrays]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RaggedArrays:
     """Where a ragged build writes, for ``count`` states: the rows of each output type and
     state [n_types, count], the globals [count, G], each state's rows over the returned types
@@ -274,7 +274,7 @@ BuilderArrays = Union[PaddedArrays, RaggedArrays]
 BuiltRows = Optional[List[Optional[Floats]]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RaggedBatch:
     """One ragged build as typed arrays: per requested type (in ``ObservationSpec.names``'
     order) its flat rows [rows, F] and its rows per state [n], the globals [n, G], each state's
@@ -446,6 +446,7 @@ class ObservationSpec:
         self.order = list(range(len(self.names)))
         if layout is None:
             self.order[slots:] = [slots + tile_names.index(k) for k in self._tile_columns]
+        self._pairs = list(zip(self.names, self.order))
         self.builder = _collector.ObservationBuilder(self.builder_args())
         # a ragged build's buffers: VecObs copies them (reward and done it keeps are new)
         self._counts = np.empty((self.builder.n_types, self.n), dtype=np.int64)
@@ -671,18 +672,13 @@ class ObservationSpec:
         step = arrays.step
         if rows is None or step is None:
             raise UsageError("ragged_batch takes a ragged build's rows and its arrays")
-        out: Dict[str, Floats] = {}
-        for name, t in zip(self.names, self.order):
-            typed = rows[t]
-            if typed is None:
-                raise AssertionError(f"the builder returned no rows of {name}")
-            out[name] = typed
         assert step.reward is not None and step.done is not None
         assert step.level_complete is not None
+        counts = arrays.counts
         return RaggedBatch(
-            rows=out, counts={name: arrays.counts[t] for name, t in zip(self.names, self.order)},
-            globals=arrays.globals, totals=arrays.totals, reward=step.reward,
-            done=step.done.view(np.bool_), level_complete=step.level_complete.view(np.bool_),
+            {name: rows[t] for name, t in self._pairs},  # type: ignore[misc]
+            {name: counts[t] for name, t in self._pairs}, arrays.globals, arrays.totals,
+            step.reward, step.done.view(np.bool_), step.level_complete.view(np.bool_),
         )  # fmt: skip
 
 
