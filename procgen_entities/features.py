@@ -2,8 +2,9 @@
 
 ``feature_space(game)`` gives the entity types, their features and the global features;
 ``EntityPlan`` turns a feature space (or a filter of it, e.g. an entity-gym ObsSpace) into the
-arrays the native observation builder reads (csrc/observation.h; ``native_plan_inputs`` and
-``native_global_ops`` give the rest of what it takes); ``global_features`` computes the
+arrays the native observation builder reads (``native_global_ops`` its global features; the rest
+of what it takes, and the builder itself, are observation.py's ``ObservationSpec``);
+``global_features`` computes the
 per-state globals from parsed scalars in numpy, as the builder computes them in C (the
 reference, procgen_entities/observation_reference.py, and the seed-style baseline use it).
 Games stay data: nothing here is written per game except the few derived values named in
@@ -34,6 +35,8 @@ __all__ = [
     "EntityFeatures",
     "EntityPlan",
     "FeatureSpace",
+    "PlanArrays",
+    "SpaceLike",
     "StepValues",
     "VECTOR_HEAD_ITEMS",
     "available_globals",
@@ -162,29 +165,6 @@ def native_global_ops(game: Game, names: Sequence[str]) -> npt.NDArray[Any]:
     return ops
 
 
-def native_plan_inputs(
-    game: Game, plan: "EntityPlan"
-) -> Tuple[npt.NDArray[np.int32], int, Tuple[List[int], int, int]]:
-    """What ``_collector.ObservationBuilder`` takes of a plan besides its arrays: the derived
-    op of every plan feature (pe_derived_feature), the trailer vector ``is_target`` reads (-1:
-    none) and the platformers' support (tile ids, flag trailer scalar or -1, at_rest)."""
-    derived = np.zeros(max(1, len(plan.codes)), dtype=np.int32)
-    for s, slot_derived in enumerate(plan.derived):
-        for column, _ in slot_derived:
-            derived[plan.feature_start[s] + column] = _collector.DERIVED_IS_TARGET
-    vectors = list(game.trailer_vectors)
-    target = vectors.index("target_bools") if "target_bools" in vectors else -1
-    support: Tuple[List[int], int, int] = ([], -1, 0)
-    if game.support is not None:
-        flag = game.support.flag
-        support = (
-            [t for name in game.support.tiles for t in game.tiles[name]],
-            list(game.trailer_scalars).index(flag) if flag is not None else -1,
-            int(game.support.at_rest),
-        )
-    return derived, target, support
-
-
 def on_ground(game: Game, v: StepValues) -> npt.NDArray[Any]:
     """1.0 where the player can jump at the next step (``game.support``): a supporting tile or
     the world's edge under a bottom corner (and, per game, at rest or on a crate). procgen's own
@@ -280,7 +260,9 @@ class FeatureSpace:
     entities: Dict[str, EntityFeatures]
 
 
-class _SpaceLike(Protocol):
+class SpaceLike(Protocol):
+    """A FeatureSpace or anything of its shape (entity-gym's ObsSpace)."""
+
     @property
     def global_features(self) -> Sequence[str]: ...
 
@@ -348,7 +330,7 @@ class EntityPlan:
     it)."""
 
     def __init__(
-        self, game: Game, full_space: _SpaceLike, requested: _SpaceLike, window: bool = True
+        self, game: Game, full_space: SpaceLike, requested: SpaceLike, window: bool = True
     ) -> None:
         """``window``: entity types other than the Player keep only the entities that overlap
         the square procgen's camera shows (what a pixel agent sees; tile types are cropped
@@ -405,10 +387,26 @@ class EntityPlan:
         self.global_features = list(requested.global_features)
 
     @property
-    def arrays(self) -> Tuple[npt.NDArray[Any], ...]:
+    def arrays(self) -> "PlanArrays":
         """The plan as ``_collector.ObservationBuilder`` takes it (csrc/state_set.h's
         pe_entity_plan)."""
-        return (self.type_to_slot, self.feature_start, self.codes, self.condition, self.windowed)
+        return PlanArrays(
+            self.type_to_slot, self.feature_start, self.codes, self.condition, self.windowed
+        )
+
+
+@dataclass(frozen=True)
+class PlanArrays:
+    """An entity plan's arrays, field for field csrc/state_set.h's pe_entity_plan: procgen
+    type -> slot (-1: not observed), per slot its features' start in ``features`` (n_slots + 1),
+    the feature codes (entity fields or RELATIVE_FEATURES), the trailer scalar that hides the
+    slot's entities while 0 (-1: none), and whether the slot keeps only the camera's entities."""
+
+    type_to_slot: npt.NDArray[np.int32]
+    feature_start: npt.NDArray[np.int32]
+    features: npt.NDArray[np.int32]
+    condition: npt.NDArray[np.int32]
+    windowed: npt.NDArray[np.uint8]
 
 
 def apply_derived_features(

@@ -34,6 +34,7 @@ from procgen_entities.features import (
     global_features,
 )
 from procgen_entities.games import Game, get_game
+from procgen_entities.observation import GLOBAL_KEY, GRID_KEY, ObservationSpec
 from procgen_entities.parse import StateBatch
 from procgen_entities.tilemap import (
     DEFAULT_CHUNK,
@@ -214,39 +215,38 @@ def padded_observation(env: Any, batch: StateBatch) -> Tuple[Any, Counts]:
     """EntityVectorEnv ``env``'s observation of the states of ``batch`` (any number of them:
     the current ones, or the terminal ones of ``final_states``) and, per state, the entities
     beyond the caps: the dict of padded arrays, or the flat form with ``flatten=True``."""
-    from procgen_entities.gymnasium.observation import GLOBAL_KEY, GRID_KEY
-
-    layout, plan, n = env._layout, env._plan, len(batch)
+    spec: ObservationSpec = env.observation_spec
+    layout, plan, n = spec.padded_layout, spec.plan, len(batch)
     values = batch_values(batch)
     out = layout.empty(n)
     rows, counts = gather_entities(plan, batch, values)
     dropped = np.zeros(n, dtype=np.int64)
     for s, name in enumerate(plan.entity_types):
-        dropped += pad(layout.caps, name, rows[s], counts[s], out, _nearest(env, name, out))
-    if env._tiles is not None:
-        tiles, tile_counts = window_tiles(batch, env._tiles.mode_name, env._tiles.chunk)
-        for name in env._tiles.names:
-            nearest = _nearest(env, name, out)
+        dropped += pad(layout.caps, name, rows[s], counts[s], out, _nearest(spec, name, out))
+    if spec.tiles is not None:
+        tiles, tile_counts = window_tiles(batch, spec.tiles.mode_name, spec.tiles.chunk)
+        for name in spec.tiles.names:
+            nearest = _nearest(spec, name, out)
             dropped += pad(layout.caps, name, tiles[name], tile_counts[name], out, nearest)
-    if env._images is not None:
-        crops = _class_image(env, batch, out[GRID_KEY])
-        if env.grid_marks:
-            _mark(env, plan.entity_types, rows, counts, crops, out[GRID_KEY])
-    out[GLOBAL_KEY][:] = global_features(env.game, env._space.global_features, values)
+    if spec.images is not None:
+        crops = _class_image(spec, batch, out[GRID_KEY])
+        if spec.grid_marks:
+            _mark(spec, plan.entity_types, rows, counts, crops, out[GRID_KEY])
+    out[GLOBAL_KEY][:] = global_features(spec.game, spec.space.global_features, values)
     return (layout.flatten(out) if env.flatten else out), dropped
 
 
 def _nearest(
-    env: Any, name: str, out: Dict[str, npt.NDArray[Any]]
+    spec: ObservationSpec, name: str, out: Dict[str, npt.NDArray[Any]]
 ) -> Optional[Tuple[int, int, Optional[Rows]]]:
     """How ``pad`` ranks this type's rows by distance to the player (None: it cannot)."""
-    columns = env._distance_columns[name]
+    columns = spec.distance_columns[name]
     if columns is None:
         return None
     kind, cx, cy = columns
     if kind == "relative":
         return cx, cy, None
-    player_columns = env._distance_columns.get("Player")
+    player_columns = spec.distance_columns.get("Player")
     if "Player" not in out or player_columns is None or name == "Player":
         return None
     _, px, py = player_columns
@@ -254,18 +254,20 @@ def _nearest(
     return cx, cy, player
 
 
-def _class_image(env: Any, batch: StateBatch, out: npt.NDArray[np.uint8]) -> npt.NDArray[Any]:
+def _class_image(
+    spec: ObservationSpec, batch: StateBatch, out: npt.NDArray[np.uint8]
+) -> npt.NDArray[Any]:
     """The camera windows' class images into ``out``; returns the windows' crops [n, 4]."""
     assert batch.grid is not None, "the class image needs the states' grids"
     camera = _camera(batch)
-    out[:] = tilemap_images(batch.grid, env.game.name, windows=camera, size=out.shape[1])
+    out[:] = tilemap_images(batch.grid, spec.game.name, windows=camera, size=out.shape[1])
     crops = np.empty((len(batch), 4), dtype=np.int64)
     camera_crops(camera[:, 0], camera[:, 1], camera[:, 2], crops, np.empty((len(batch), 2)))
     return crops
 
 
 def _mark(
-    env: Any,
+    spec: ObservationSpec,
     slots: Sequence[str],
     rows: List[Rows],
     counts: Counts,
@@ -275,10 +277,10 @@ def _mark(
     """The entity marks of the grid: each marked slot's rows' cells, placed in the windows as
     the class image places them, the largest value where several meet."""
     size, n = out.shape[1], len(out)
-    for s, value in enumerate(env._mark_values()):
+    for s, value in enumerate(spec.mark_values()):
         if not value:
             continue
-        features = list(env._space.entities[slots[s]].features)
+        features = list(spec.space.entities[slots[s]].features)
         xy = np.floor(rows[s][:, [features.index("x"), features.index("y")]])
         state = np.repeat(np.arange(n), counts[s])
         cx, cy = xy[:, 0] - crops[state, 0], xy[:, 1] - crops[state, 1]

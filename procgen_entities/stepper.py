@@ -42,6 +42,7 @@ from procgen_entities.engine import ENGINES, EngineUnavailable, bind_engine
 from procgen_entities.errors import UsageError
 from procgen_entities.features import ACTION_LABELS, VECTOR_HEAD_ITEMS, StepValues
 from procgen_entities.games import Game, get_game
+from procgen_entities.observation import BuilderArrays, BuiltRows
 from procgen_entities.parse import SCALAR_NAMES, StateBatch, game_spec, parse_states
 from procgen_entities.procgen_envs import check_num_envs, group_seeds, make_procgen_env
 from procgen_entities.procgen_envs import procgen_options as procgen_options_of
@@ -452,8 +453,8 @@ class ProcgenStepper:
 
     @locked
     def step_observe(
-        self, chosen: npt.ArrayLike, builder: _collector.ObservationBuilder, outs: Tuple[Any, ...]
-    ) -> Optional[_collector.RaggedRows]:
+        self, chosen: npt.ArrayLike, builder: _collector.ObservationBuilder, outs: BuilderArrays
+    ) -> BuiltRows:
         """``step`` and the observation of every env into ``outs`` (``ObservationBuilder``'s
         outputs) in one native call with the headless engine: the games are read directly, no
         state is written (until something asks for the states: ``collector``, ``step_values``,
@@ -491,9 +492,7 @@ class ProcgenStepper:
         self._stale = True
 
     @locked
-    def observe(
-        self, builder: _collector.ObservationBuilder, outs: Tuple[Any, ...]
-    ) -> Optional[_collector.RaggedRows]:
+    def observe(self, builder: _collector.ObservationBuilder, outs: BuilderArrays) -> BuiltRows:
         """The observation of the current states into ``outs`` (no step); returns what the
         builder returns."""
         self.check_open()
@@ -505,9 +504,9 @@ class ProcgenStepper:
     def observe_terminal(
         self,
         builder: _collector.ObservationBuilder,
-        outs: Tuple[Any, ...],
+        outs: BuilderArrays,
         indices: npt.NDArray[np.int64],
-    ) -> Optional[_collector.RaggedRows]:
+    ) -> BuiltRows:
         """The observations of the terminal states of envs ``indices`` (their episodes ended at
         the last step; headless engine) into ``outs``, row k for env indices[k]; returns what
         the builder returns."""

@@ -271,10 +271,23 @@ class CameraConverter:
             body, cap = COLUMN_TERRAIN[tables.game.name]
             base = tables.classes.index(body)
             top = tables.classes.index(cap) if cap is not None else -1
-        #: the tile spec as csrc/tilemap.h's tm_spec fields (lut, n_classes, oob, base, top) for
-        #: the entities; the class images' (classes, never the columns' stack marks)
-        self.native_spec = (lut, n_classes, oob_class, base, top)
-        self.native_image_spec = (lut, n_classes, oob_class, -1, -1)
+        #: the tile spec (csrc/tilemap.h's tm_spec) for the entities; the class images' (classes,
+        #: never the columns' stack marks)
+        self.native_spec = TileTable(lut, n_classes, oob_class, base, top)
+        self.native_image_spec = TileTable(lut, n_classes, oob_class, -1, -1)
+
+
+@dataclass(frozen=True)
+class TileTable:
+    """A tilemap's tile table, field for field csrc/tilemap.h's tm_spec: procgen tile -> class
+    (int8 bytes, -1: empty), the number of classes, the class outside the grid (-1: none) and
+    the columns mode's body and top classes (-1: not the columns mode)."""
+
+    lut: bytes
+    n_classes: int
+    oob_class: int
+    base_class: int
+    top_class: int
 
 
 def _crops(

@@ -1,9 +1,10 @@
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
 
 from procgen_entities._native._parser import GameSpec
+from procgen_entities.observation import BuilderArgs, PaddedArrays, RaggedArrays
 
 DEFAULT_CAPACITY: int
 FEATURE_REL_X: int
@@ -81,10 +82,6 @@ def pad_rows(
     player: Optional[np.ndarray] = ...,
 ) -> None: ...
 
-#: What a ragged ObservationBuilder call returns: per output type None or its rows [rows, width],
-#: state after state, and int64 [n, 1] each state's rows over the returned types (the other
-#: builders return None). A name for annotations only: the extension does not define it.
-RaggedRows = Tuple[List[Optional[npt.NDArray[np.float32]]], npt.NDArray[np.int64]]
 
 GLOBAL_OPS: Dict[str, int]
 DERIVED_IS_TARGET: int
@@ -95,28 +92,16 @@ class ObservationBuilder:
     n_globals: int
     image_size: int
     ragged: bool
-    def __init__(
-        self,
-        game: Any,
-        num_states: int,
-        plan: Tuple[np.ndarray, ...],
-        derived: np.ndarray,
-        target_vector: int,
-        types: List[Tuple[int, int, int, int, int]],
-        player: Tuple[int, int, int],
-        global_ops: np.ndarray,
-        support: Tuple[List[int], int, int],
-        tiles: Optional[Tuple[Any, ...]] = ...,
-        image: Optional[Tuple[Any, ...]] = ...,
-        marks: Optional[np.ndarray] = ...,
-        ragged: Optional[List[Optional[np.ndarray]]] = ...,
-    ) -> None: ...
+    def __init__(self, args: BuilderArgs) -> None: ...
     def from_states(
-        self, collector: StateCollector, outs: Tuple[Any, ...], indices: Optional[np.ndarray] = ...
-    ) -> Optional[RaggedRows]: ...
+        self,
+        collector: StateCollector,
+        outs: Union[PaddedArrays, RaggedArrays],
+        indices: Optional[np.ndarray] = ...,
+    ) -> Optional[List[Optional[npt.NDArray[np.float32]]]]: ...
     def from_live(
-        self, collector: StateCollector, live: LiveGames, outs: Tuple[Any, ...]
-    ) -> Optional[RaggedRows]: ...
+        self, collector: StateCollector, live: LiveGames, outs: Union[PaddedArrays, RaggedArrays]
+    ) -> Optional[List[Optional[npt.NDArray[np.float32]]]]: ...
     def step_live(
         self,
         collector: StateCollector,
@@ -127,5 +112,5 @@ class ObservationBuilder:
         truncated: np.ndarray,
         terminal_written: np.ndarray,
         pending: np.ndarray,
-        outs: Tuple[Any, ...],
-    ) -> Optional[RaggedRows]: ...
+        outs: Union[PaddedArrays, RaggedArrays],
+    ) -> Optional[List[Optional[npt.NDArray[np.float32]]]]: ...

@@ -7,8 +7,9 @@ Collecting, stepping and building use the pool; filling the scalars and copying 
 build's rows cost a few µs per state and run on the calling thread, where they are cheaper
 than a hand-off.
 
-The Python side (the adapters) decides what to observe; these classes hold the C objects, check
-shapes and release the GIL around every C call.
+The Python side decides what to observe (procgen_entities/observation.py's ObservationSpec makes
+the builder's arguments and arrays, typed dataclasses read here by attribute); these classes hold
+the C objects, check shapes and release the GIL around every C call.
 """
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uintptr_t
 
@@ -454,9 +455,11 @@ GLOBAL_OPS = {"scalar": PE_G_SCALAR, "trailer": PE_G_TRAILER, "step_fraction": P
 DERIVED_IS_TARGET = PE_D_IS_TARGET
 
 
-cdef int _tile_spec(tm_spec *spec, tuple table) except -1:
-    """(lut bytes, n_classes, oob, base, top) as tilemap.py's TileSpec holds it."""
-    lut, spec.n_classes, spec.oob_class, spec.base_class, spec.top_class = table
+cdef int _tile_spec(tm_spec *spec, table) except -1:
+    """A tilemap.TileTable (csrc/tilemap.h's tm_spec, field for field)."""
+    lut = table.lut
+    spec.n_classes, spec.oob_class = table.n_classes, table.oob_class
+    spec.base_class, spec.top_class = table.base_class, table.top_class
     spec.lut = <const int8_t *><const char *>lut
     spec.lut_size = <int32_t>len(lut)
     check_status(tm_check_spec(spec))
@@ -466,8 +469,10 @@ cdef int _tile_spec(tm_spec *spec, tuple table) except -1:
 cdef class ObservationBuilder:
     """csrc/observation.h: the observation of every state in one native call (GIL released, on
     the collector's pool), from a state set or from the live games: padded into fixed arrays
-    (EntityVectorEnv), or ragged (``ragged=``, ProcgenVecEnv): every row of each type, returned
-    as flat [rows, width] arrays with the rows of each state counted."""
+    (EntityVectorEnv), or ragged (``args.ragged``, ProcgenVecEnv): every row of each type,
+    returned as flat [rows, width] arrays with the rows of each state counted. Built from an
+    observation.BuilderArgs (what observation.ObservationSpec makes); a build writes an
+    observation.PaddedArrays or RaggedArrays."""
     cdef pe_obs_builder *builder
     cdef pe_obs_spec spec
     cdef pe_entity_plan plan
@@ -484,83 +489,86 @@ cdef class ObservationBuilder:
     cdef readonly int image_size
     cdef readonly bint ragged
 
-    def __cinit__(self, GameSpec game, Py_ssize_t num_states, tuple plan, const int32_t[::1] derived,
-                  int target_vector, list types, tuple player, const int32_t[:, ::1] global_ops,
-                  tuple support, tuple tiles=None, tuple image=None, marks=None,
-                  list ragged=None):
-        """plan: EntityPlan.arrays; derived: pe_derived_feature per plan feature; types: one
-        (cap, width, cx, cy, from_player) per output type (slots, then tile types); player:
-        (type, x column, y column); global_ops: [G, 3]; support: (tile ids, flag, at_rest);
-        tiles: (lut, n_classes, oob, base, top, mode, chunk); image: (lut, n_classes, oob, base,
-        top, size); marks: with an image, uint8 per slot, the value its entities' cells take
-        (0: not drawn), or None. ragged: None (padded), or per output type None (not returned)
-        or the columns of its rows to return, in order (caps and ranking are then unused)."""
-        cdef const int32_t[::1] type_to_slot = plan[0], feature_start = plan[1]
-        cdef const int32_t[::1] features = plan[2], condition = plan[3]
-        cdef const uint8_t[::1] windowed = plan[4]
+    def __cinit__(self, args):
+        """args: an observation.BuilderArgs (its docstring says what each field holds)."""
+        cdef GameSpec game = args.game
+        plan = args.plan
+        cdef const int32_t[::1] type_to_slot = plan.type_to_slot
+        cdef const int32_t[::1] feature_start = plan.feature_start
+        cdef const int32_t[::1] features = plan.features, condition = plan.condition
+        cdef const uint8_t[::1] windowed = plan.windowed
+        cdef const int32_t[::1] derived = args.derived
         n_slots = condition.shape[0]
         if (feature_start.shape[0] != n_slots + 1 or windowed.shape[0] != n_slots
                 or features.shape[0] < feature_start[n_slots] or derived.shape[0] < feature_start[n_slots]):
             raise UsageError("entity plan arrays have inconsistent lengths")
-        if len(types) > PE_OBS_MAX_TYPES or global_ops.shape[0] > PE_OBS_MAX_GLOBALS:
-            raise UsageError("too many output types or global features")
-        if (global_ops.shape[0] and global_ops.shape[1] != 3) or len(support[0]) > PE_OBS_MAX_SUPPORT:
-            raise UsageError("global ops are (op, a, b) triples; too many support tiles")
-        cdef const uint8_t[::1] mark_values
-        if marks is not None:
-            mark_values = marks
-            if image is None or mark_values.shape[0] != n_slots:
-                raise UsageError("marks need an image and one value per entity slot")
-        self._keep = (game, plan, derived, tiles, image, marks)
-        self.num_states = num_states
+        if args.num_states < 1:
+            raise UsageError(f"num_states must be >= 1, got {args.num_states}")
+        self._keep = (game, plan, args.derived, args.tiles, args.image, args.marks)
+        self.num_states = args.num_states
         _point_plan(&self.plan, type_to_slot, feature_start, features, condition, windowed)
         self.spec.plan = &self.plan
         self.spec.derived = &derived[0] if derived.shape[0] else NULL
-        self.spec.target_vector = target_vector
-        self.spec.tiles = NULL
-        self.spec.image = NULL
-        if tiles is not None:
-            _tile_spec(&self.tiles, tiles[:5])
-            self.spec.tiles = &self.tiles
-            self.spec.tile_mode, self.spec.chunk = tiles[5], tiles[6]
-        if image is not None:
-            _tile_spec(&self.image, image[:5])
-            self.spec.image = &self.image
-            self.spec.image_size = image[5]
-            self.image_size = image[5]
-        self.spec.image_marks = &mark_values[0] if marks is not None and n_slots else NULL
-        self._set_types(types, player, global_ops, support)
-        self._set_ragged(ragged)
+        self.spec.target_vector = args.target_vector
+        self._set_tiles(args, n_slots)
+        self._set_types(args.types, args.player, args.global_ops, args.support)
+        self._set_ragged(args.ragged)
         cdef pe_status status = PE_ERR_SPEC
-        self.builder = pe_obs_create(&self.spec, &game.spec, num_states, &status)
+        self.builder = pe_obs_create(&self.spec, &game.spec, self.num_states, &status)
         if self.builder == NULL:
             check_status(PE_ERR_SPEC if status == PE_OK else status)
 
-    cdef int _set_types(self, list types, tuple player, const int32_t[:, ::1] global_ops,
-                        tuple support) except -1:
+    cdef int _set_tiles(self, args, Py_ssize_t n_slots) except -1:
+        """The tilemap types' and the class image's tile tables, and the image's marks."""
+        cdef const uint8_t[::1] mark_values
+        if args.marks is not None:
+            mark_values = args.marks
+            if args.image is None or mark_values.shape[0] != n_slots:
+                raise UsageError("marks need an image and one value per entity slot")
+        self.spec.tiles = NULL
+        self.spec.image = NULL
+        if args.tiles is not None:
+            _tile_spec(&self.tiles, args.tiles)
+            self.spec.tiles = &self.tiles
+            self.spec.tile_mode, self.spec.chunk = args.tile_mode, args.chunk
+        if args.image is not None:
+            _tile_spec(&self.image, args.image)
+            self.spec.image = &self.image
+            self.spec.image_size = args.image_size
+            self.image_size = args.image_size
+        self.spec.image_marks = &mark_values[0] if args.marks is not None and n_slots else NULL
+        return 0
+
+    cdef int _set_types(self, tuple types, player, const int32_t[:, ::1] global_ops,
+                        support) except -1:
+        """types: observation.OutputType per output type; player: PlayerColumns; global_ops
+        [G, 3]; support: Support."""
+        if len(types) > PE_OBS_MAX_TYPES or global_ops.shape[0] > PE_OBS_MAX_GLOBALS:
+            raise UsageError("too many output types or global features")
+        if (global_ops.shape[0] and global_ops.shape[1] != 3) or len(support.tiles) > PE_OBS_MAX_SUPPORT:
+            raise UsageError("global ops are (op, a, b) triples; too many support tiles")
         self.n_types = len(types)
         self.spec.n_types = self.n_types
-        for t, (cap, width, cx, cy, from_player) in enumerate(types):
-            self.spec.types[t].cap = cap
-            self.spec.types[t].width = width
-            self.spec.types[t].cx = cx
-            self.spec.types[t].cy = cy
-            self.spec.types[t].from_player = from_player
-        self.spec.player_type, self.spec.player_cx, self.spec.player_cy = player
+        for t, kind in enumerate(types):
+            self.spec.types[t].cap = kind.cap
+            self.spec.types[t].width = kind.width
+            self.spec.types[t].cx = kind.cx
+            self.spec.types[t].cy = kind.cy
+            self.spec.types[t].from_player = kind.from_player
+        self.spec.player_type, self.spec.player_cx, self.spec.player_cy = player.type, player.x, player.y
         self.n_globals = global_ops.shape[0]
         self.spec.n_globals = self.n_globals
         for j in range(self.n_globals):
             for c in range(3):
                 self.spec.global_ops[3 * j + c] = global_ops[j, c]
-        support_tiles, flag, at_rest = support
-        self.spec.support.n_tiles = len(support_tiles)
-        for k, tile in enumerate(support_tiles):
+        self.spec.support.n_tiles = len(support.tiles)
+        for k, tile in enumerate(support.tiles):
             self.spec.support.tiles[k] = tile
-        self.spec.support.flag = flag
-        self.spec.support.at_rest = at_rest
+        self.spec.support.flag = support.flag
+        self.spec.support.at_rest = support.at_rest
         return 0
 
-    cdef int _set_ragged(self, list ragged) except -1:
+    cdef int _set_ragged(self, ragged) except -1:
         """The returned types' columns (kept alive in self._columns; C checks them against the
         types' widths at each copy)."""
         cdef const int32_t[::1] view
@@ -590,22 +598,18 @@ cdef class ObservationBuilder:
     def __dealloc__(self):
         pe_obs_destroy(self.builder)
 
-    cdef int _outputs(self, pe_obs_out *out, tuple outs, Py_ssize_t count) except -1:
-        """Padded: outs = (values, masks, globals, image, dropped, step); ragged: outs =
-        (counts, globals, step) with counts int64 [n_types, count]. step: None or (reward,
-        done, level_complete, level_seed, prev_level_seed), each None or [count]; every array
-        has `count` rows."""
+    cdef int _outputs(self, pe_obs_out *out, outs, Py_ssize_t count) except -1:
+        """outs: an observation.RaggedArrays (a ragged builder) or PaddedArrays, every array
+        of `count` rows."""
         if self.ragged:
-            counts, globals_, step = outs
-            self._ragged_outputs(out, counts, count)
+            self._ragged_outputs(out, outs.counts, count)
         else:
-            values, masks, globals_, image, dropped, step = outs
-            self._padded_outputs(out, values, masks, image, dropped, count)
-        cdef float[:, ::1] g = globals_
+            self._padded_outputs(out, outs.values, outs.masks, outs.image, outs.dropped, count)
+        cdef float[:, ::1] g = outs.globals
         if g.shape[0] != count or g.shape[1] != self.n_globals:
             raise UsageError("globals must be [count, G]")
         out.globals = &g[0, 0] if g.size else NULL
-        self._step_outputs(out, step, count)
+        self._step_outputs(out, outs.step, count)
         return 0
 
     cdef int _ragged_outputs(self, pe_obs_out *out, counts, Py_ssize_t count) except -1:
@@ -617,7 +621,7 @@ cdef class ObservationBuilder:
         out.dropped = NULL
         return 0
 
-    cdef int _padded_outputs(self, pe_obs_out *out, list values, list masks, image, dropped,
+    cdef int _padded_outputs(self, pe_obs_out *out, tuple values, tuple masks, image, dropped,
                              Py_ssize_t count) except -1:
         cdef float[:, :, ::1] v
         cdef uint8_t[:, ::1] m
@@ -649,12 +653,15 @@ cdef class ObservationBuilder:
         return 0
 
     cdef int _step_outputs(self, pe_obs_out *out, step, Py_ssize_t count) except -1:
+        """step: None or an observation.StepArrays (each array None or [count])."""
         out.reward = NULL
         out.done = out.level_complete = NULL
         out.level_seed = out.prev_level_seed = NULL
         if step is None:
             return 0
-        for array in step:
+        arrays = (step.reward, step.done, step.level_complete, step.level_seed,
+                  step.prev_level_seed)
+        for array in arrays:
             if array is not None and len(array) != count:
                 raise UsageError("step values must have one entry per state")
         if count == 0:
@@ -662,28 +669,31 @@ cdef class ObservationBuilder:
         cdef float[::1] reward
         cdef uint8_t[::1] done, complete
         cdef int64_t[::1] seed, prev_seed
-        if step[0] is not None:
-            reward = step[0]
+        if arrays[0] is not None:
+            reward = arrays[0]
             out.reward = &reward[0]
-        if step[1] is not None:
-            done = step[1]
+        if arrays[1] is not None:
+            done = arrays[1]
             out.done = &done[0]
-        if step[2] is not None:
-            complete = step[2]
+        if arrays[2] is not None:
+            complete = arrays[2]
             out.level_complete = &complete[0]
-        if step[3] is not None:
-            seed = step[3]
+        if arrays[3] is not None:
+            seed = arrays[3]
             out.level_seed = &seed[0]
-        if step[4] is not None:
-            prev_seed = step[4]
+        if arrays[4] is not None:
+            prev_seed = arrays[4]
             out.prev_level_seed = &prev_seed[0]
         return 0
 
-    cdef tuple _rows(self, counts, Py_ssize_t count):
-        """After a ragged call: per output type its rows [rows, width] (None: not returned),
-        and int64 [count, 1] rows per state over the returned types."""
+    cdef list _rows(self, outs, Py_ssize_t count):
+        """After a ragged call: per output type its rows [rows, width] (None: not returned);
+        outs.totals [count, 1] gets the rows per state over the returned types."""
         cdef pe_obs_rows out[PE_OBS_MAX_TYPES]
-        cdef const int64_t[:, ::1] c = counts
+        cdef const int64_t[:, ::1] c = outs.counts
+        cdef int64_t[:, ::1] totals = outs.totals
+        if totals.shape[0] != count or totals.shape[1] != 1:
+            raise UsageError(f"totals must be [{count}, 1]")
         cdef float[:, ::1] view
         cdef int64_t total
         cdef Py_ssize_t t, k
@@ -703,19 +713,17 @@ cdef class ObservationBuilder:
             out[t].capacity = total * self.widths[t]
             out[t].width = self.widths[t]
             out[t].columns = self.columns[t]
-        totals = np.empty((count, 1), dtype=np.int64)
-        cdef int64_t[:, ::1] totals_view = totals
-        cdef int64_t *totals_ptr = &totals_view[0, 0] if count else NULL
+        cdef int64_t *totals_ptr = &totals[0, 0] if count else NULL
         cdef pe_error err
         cdef pe_status status
         with nogil:
             status = pe_obs_ragged_rows(NULL, self.builder, count, out, totals_ptr, &err)
         check_status(status, &err)
-        return rows, totals
+        return rows
 
-    def from_states(self, StateCollector collector, tuple outs, const int64_t[::1] indices=None):
+    def from_states(self, StateCollector collector, outs, const int64_t[::1] indices=None):
         """Output state k from the collector's slot indices[k] (None: slot k). Ragged: returns
-        (rows, totals) as in step_live."""
+        the rows as step_live does."""
         collector._check_open()
         cdef Py_ssize_t count = collector.num_states if indices is None else indices.shape[0]
         if count > self.num_states:
@@ -732,11 +740,11 @@ cdef class ObservationBuilder:
             status = pe_obs_from_states(collector.pool, self.builder, collector.set, index_ptr,
                                         count, &out, &bad_index, &err)
         check_status(status, &err, bad_index)
-        return self._rows(outs[0], count) if self.ragged else None
+        return self._rows(outs, count) if self.ragged else None
 
-    def from_live(self, StateCollector collector, LiveGames live, tuple outs):
-        """Every live game as it is now (procgen's threads must be idle). Ragged: returns
-        (rows, totals) as in step_live."""
+    def from_live(self, StateCollector collector, LiveGames live, outs):
+        """Every live game as it is now (procgen's threads must be idle). Ragged: returns the
+        rows as step_live does."""
         collector._check_open()
         cdef pe_live_source *source = live._source(-1)
         if source.n_games != self.num_states:
@@ -749,15 +757,15 @@ cdef class ObservationBuilder:
         with nogil:
             status = pe_obs_from_live(collector.pool, self.builder, source, &out, &bad_index, &err)
         check_status(status, &err, bad_index)
-        return self._rows(outs[0], self.num_states) if self.ragged else None
+        return self._rows(outs, self.num_states) if self.ragged else None
 
     def step_live(self, StateCollector collector, LiveGames live, const int32_t[::1] actions,
                   StateCollector terminal, int flags, uint8_t[::1] truncated,
-                  uint8_t[::1] terminal_written, uint8_t[::1] pending, tuple outs):
+                  uint8_t[::1] terminal_written, uint8_t[::1] pending, outs):
         """StateCollector.step_live for every group, but each game read into the outputs
         instead of written as a state (terminal states are still written to `terminal`).
-        Ragged: returns (rows, totals): per output type None or its rows [rows, width], state
-        after state, and int64 [n, 1] each state's rows over the returned types."""
+        Ragged: returns per output type None or its rows [rows, width], state after state
+        (outs.totals: each state's rows over the returned types)."""
         collector._check_open()
         cdef pe_live_source *source = live._source(-1)
         cdef Py_ssize_t n = self.num_states
@@ -779,4 +787,4 @@ cdef class ObservationBuilder:
                                       terminal_set, &collector.spec.spec, flags, &outputs, &out,
                                       &bad_index, &err)
         check_status(status, &err, bad_index)
-        return self._rows(outs[0], n) if self.ragged else None
+        return self._rows(outs, n) if self.ragged else None

@@ -1,10 +1,11 @@
 """ProcgenVecEnv: an entity-gym VecEnv over procgen, stepped and read in C (see stepper.py).
 
-It composes the core stepper (as EntityVectorEnv does). A step is one native call: with the
-headless engine the pool steps every game and reads it straight into the observation
-(csrc/observation.h, ragged output: every entity of the requested types and features, the
-tilemap's types, the global features, reward and done), and Python wraps the flat arrays into
-one RaggedBufferF32 per entity type (``RaggedObservation``, one per observation filter). The
+It composes the core stepper and the core observation (as EntityVectorEnv does). A step is one
+native call: with the headless engine the pool steps every game and reads it straight into the
+observation (observation.py's ``ObservationSpec.ragged``, built by csrc/observation.h: every
+entity of the requested types and features, the tilemap's types, the global features, reward
+and done), and Python wraps the flat arrays into one RaggedBufferF32 per entity type
+(``RaggedObservation``, one per observation filter). The
 stepper's public calls (``step_values``, ``final_states``, ``get_states``, ...) are this env's
 too, by delegation; they write the states only when asked for.
 
@@ -21,6 +22,7 @@ import numpy.typing as npt
 from entity_gym.env import ActionSpace, ObsSpace, VecEnv, VecObs
 from ragged_buffer import RaggedBufferI64
 
+from procgen_entities._native import _collector
 from procgen_entities.entity_gym.observation import (
     ACTION_NAME,
     RaggedObservation,
@@ -30,6 +32,7 @@ from procgen_entities.entity_gym.observation import (
 from procgen_entities.errors import UsageError
 from procgen_entities.features import StepValues
 from procgen_entities.games import Game
+from procgen_entities.observation import BuilderArrays, BuiltRows
 from procgen_entities.parse import StateBatch
 from procgen_entities.stepper import BytesLike, ProcgenStepper, locked, unpicklable
 from procgen_entities.tilemap import CameraConverter, tilemap_features
@@ -183,18 +186,23 @@ class ProcgenVecEnv(VecEnv):
     def values_of(self, collector: Any) -> StepValues:
         return self._stepper.values_of(collector)
 
-    def step_observe(self, chosen: npt.ArrayLike, builder: Any, outs: Tuple[Any, ...]) -> Any:
+    def step_observe(
+        self, chosen: npt.ArrayLike, builder: _collector.ObservationBuilder, outs: BuilderArrays
+    ) -> BuiltRows:
         return self._stepper.step_observe(chosen, builder, outs)
 
     def advance(self, chosen: npt.ArrayLike) -> None:
         self._stepper.advance(chosen)
 
-    def observe(self, builder: Any, outs: Tuple[Any, ...]) -> Any:
+    def observe(self, builder: _collector.ObservationBuilder, outs: BuilderArrays) -> BuiltRows:
         return self._stepper.observe(builder, outs)
 
     def observe_terminal(
-        self, builder: Any, outs: Tuple[Any, ...], indices: npt.NDArray[np.int64]
-    ) -> Any:
+        self,
+        builder: _collector.ObservationBuilder,
+        outs: BuilderArrays,
+        indices: npt.NDArray[np.int64],
+    ) -> BuiltRows:
         return self._stepper.observe_terminal(builder, outs, indices)
 
     def read(self) -> None:

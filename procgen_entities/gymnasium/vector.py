@@ -1,9 +1,11 @@
 """EntityVectorEnv: procgen's entities as a native Gymnasium VectorEnv (padded arrays and masks).
 
-Built on the core stepper (stepper.py) and the native observation builder (csrc/observation.h),
-like ProcgenVecEnv: with the headless engine one native call steps every env and reads its
-game straight into the padded arrays of the observation dict (no per-env Python); the numpy
-reference it is tested against is procgen_entities/observation_reference.py.
+Built on the core stepper (stepper.py) and the core observation (observation.py's
+``ObservationSpec``, whose native builder is csrc/observation.h), like ProcgenVecEnv: with the
+headless engine one native call steps every env and reads its game straight into the padded
+arrays of the observation dict (no per-env Python); this module only formats them (the dict, the
+flat form, Gymnasium's spaces). The numpy reference it is tested against is
+procgen_entities/observation_reference.py.
 
 Episodes (``autoreset_mode``):
 
@@ -39,34 +41,18 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from procgen_entities._native import _collector
 from procgen_entities.engine import EngineFallbackWarning, EngineUnavailable
 from procgen_entities.errors import UsageError
-from procgen_entities.features import (
-    ACTION_LABELS,
-    EntityPlan,
-    FeatureSpace,
-    feature_space,
-    native_global_ops,
-    native_plan_inputs,
-)
+from procgen_entities.features import ACTION_LABELS
 from procgen_entities.games import get_game
-from procgen_entities.gymnasium.observation import (
-    GLOBAL_KEY,
-    GRID_KEY,
+from procgen_entities.observation import (
+    ObservationSpec,
+    PaddedArrays,
     PaddedObservation,
-    resolve_caps,
-    tile_caps,
+    StepArrays,
     training_caps,
 )
-from procgen_entities.parse import game_spec
 from procgen_entities.stepper import ProcgenStepper, locked, unpicklable
-from procgen_entities.tilemap import (
-    DEFAULT_CHUNK,
-    CameraConverter,
-    tile_class_names,
-    tilemap_features,
-)
 
 __all__ = ["EntityVectorEnv"]
 
@@ -131,32 +117,19 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self.game = self._stepper.game
         self.num_envs = num_envs = self._stepper.num_envs
         self.render_mode = render_mode
-        tile_entities = tilemap_features(self.game.name, tilemap, window=True) if tilemap else {}
-        self._space: FeatureSpace = feature_space(
-            self.game, relative_positions=relative_positions, extra_entities=tile_entities,
-            global_features=global_features,
+        self._stepper.read()  # the camera square at the start sizes the tilemap types' caps
+        self._spec = ObservationSpec.padded(
+            self.game, num_envs, window=ObservationSpec.window_of(self._stepper.step_values()),
+            max_entities=max_entities, tilemap=tilemap, relative_positions=relative_positions,
+            entity_window=entity_window, global_features=global_features, grid=grid,
+            grid_entities=grid_entities,
         )  # fmt: skip
-        # Tilemap types are sized for the camera square procgen shows at the start (a window
-        # that later grows keeps its nearest cells and counts the rest as dropped).
-        self._stepper.read()
-        window = int(np.ceil(self._stepper.step_values().scalars["view_dim"].max()))
-        tiles = tile_caps(tilemap, list(tile_entities), window, DEFAULT_CHUNK)
-        caps = resolve_caps(self.game, self._space, max_entities, tiles)
-        self._layout = PaddedObservation(self._space, caps, num_envs, window if grid else 0)
-        self._plan = EntityPlan(self.game, self._space, self._space, window=entity_window)
-        self.grid_marks = self._grid_marks() if grid_entities else ()
-        self._tiles = CameraConverter(self.game.name, tilemap) if tilemap else None
-        self._images: Optional[CameraConverter] = None
-        if grid:  # the tilemap's converter places the windows; without one, its own
-            self._images = self._tiles or CameraConverter(self.game.name, "tiles")
+        self._layout: PaddedObservation = self._spec.padded_layout
+        self.grid_marks = self._spec.grid_marks
         self.flatten = flatten
-        self._distance_columns = {
-            name: _distance_columns(list(e.features)) for name, e in self._space.entities.items()
-        }
         self._set_spaces(mode)
         self._returns = np.zeros(num_envs, dtype=np.float64)
         self._lengths = np.zeros(num_envs, dtype=np.int64)
-        self._builder = self._make_builder()
 
     def _set_spaces(self, mode: AutoresetMode) -> None:
         """Gymnasium's spaces and this env's metadata (after the layout is known)."""
@@ -199,6 +172,11 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         return self._stepper
 
     @property
+    def observation_spec(self) -> ObservationSpec:
+        """The core observation this env formats (its layout, plan, caps, native builder)."""
+        return self._spec
+
+    @property
     def _call_lock(self) -> Any:
         """The stepper's lock (replaced in a forked child), taken by the @locked methods."""
         return self._stepper.call_lock
@@ -217,34 +195,16 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             recipe["max_entities"] = caps
         return cls(game, num_envs, **{**recipe, **kwargs})
 
-    def _grid_marks(self) -> Tuple[str, ...]:
-        """The entity types drawn into the grid, in the order of their values (classes + 1 +
-        index): the plan's types, the player last so that nothing covers it."""
-        types = [name for name in self._plan.entity_types if name != "Player"]
-        return tuple(types + ["Player"] * ("Player" in self._plan.entity_types))
-
-    def _mark_values(self) -> npt.NDArray[np.uint8]:
-        """Per plan slot, the value its entities' cells take in the grid (0: not drawn)."""
-        base = len(tile_class_names(self.game.name)) + 1
-        return np.array([base + self.grid_marks.index(name) if name in self.grid_marks else 0
-                         for name in self._plan.entity_types], dtype=np.uint8)  # fmt: skip
-
     # ---- spaces ----
 
     def _single_space(self) -> spaces.Space:
         if self.flatten:
             size = self._layout.flat_size
             return spaces.Box(-np.inf, np.inf, (size,), np.float32)
-        entries: Dict[str, spaces.Space] = {}
-        for name, cap in self._layout.caps.items():
-            width = self._layout.widths[name]
-            entries[name] = spaces.Box(-np.inf, np.inf, (cap, width), np.float32)
-            entries[f"{name}_mask"] = spaces.Box(0, 1, (cap,), np.bool_)  # type: ignore[arg-type]
-        entries[GLOBAL_KEY] = spaces.Box(-np.inf, np.inf, (self._layout.n_globals,), np.float32)
-        size = self._layout.grid_size
-        if size:
-            classes = len(tile_class_names(self.game.name)) + len(self.grid_marks)
-            entries[GRID_KEY] = spaces.Box(0, classes, (size, size), np.uint8)
+        entries: Dict[str, spaces.Space] = {
+            key: spaces.Box(field.low, field.high, field.shape, field.dtype)  # type: ignore[arg-type]
+            for key, field in self._spec.fields().items()
+        }
         return spaces.Dict(entries)
 
     def unflatten(self, flat: npt.NDArray) -> Dict[str, npt.NDArray]:
@@ -275,9 +235,9 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             self._stepper.reset_envs(reset)
         self._returns[reset] = 0.0
         self._lengths[reset] = 0
-        outs, obs = self._outputs(self.num_envs, step=True)
-        self._stepper.observe(self._builder, outs)
-        return self._finish(obs), self._info(outs)
+        arrays = self._spec.padded_arrays()
+        self._stepper.observe(self._spec.builder, arrays)
+        return self._finish(arrays), self._info(arrays)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise unpicklable(type(self).__name__)
@@ -312,9 +272,11 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     ]:
         stepper = self._stepper
         resetting = stepper.pending_reset  # NEXT_STEP: these only reset now
-        outs, obs = self._outputs(self.num_envs, step=True)
-        stepper.step_observe(actions, self._builder, outs)  # checks the actions first
-        reward, done, level_complete = outs[5][:3]
+        arrays = self._spec.padded_arrays()
+        stepper.step_observe(actions, self._spec.builder, arrays)  # checks the actions first
+        step = _step_of(arrays)
+        reward, done, level_complete = step.reward, step.done, step.level_complete
+        assert reward is not None and done is not None and level_complete is not None
         truncated = stepper.truncated
         terminated = done.view(np.bool_) & ~truncated
         any_resetting = resetting.any()
@@ -330,7 +292,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             self._returns += reward
             self._lengths += 1
         ended = terminated | truncated
-        info = self._info(outs)
+        info = self._info(arrays)
         info["prev_level_complete"] = level_complete.view(np.bool_)
         if ended.any():
             info[self.stats_key] = {
@@ -342,7 +304,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
                 self._add_final(info, ended)
             self._returns[ended] = 0.0
             self._lengths[ended] = 0
-        return self._finish(obs), reward, terminated, truncated, info
+        return self._finish(arrays), reward, terminated, truncated, info
 
     @locked
     def render(self) -> Any:
@@ -362,55 +324,9 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
 
     # ---- observations ----
 
-    def _make_builder(self) -> Any:
-        """The native observation builder (csrc/observation.h) of this layout."""
-        plan, layout, game = self._plan, self._layout, self.game
-        names = list(layout.caps)
-        if names[: len(plan.entity_types)] != plan.entity_types:
-            raise AssertionError("the layout's types must start with the plan's")
-        derived, target, support = native_plan_inputs(game, plan)
-        player_columns = self._distance_columns.get("Player")
-        player = (-1, -1, -1)
-        if "Player" in layout.caps and player_columns is not None:
-            player = (names.index("Player"), player_columns[1], player_columns[2])
-        types = []
-        for name in names:
-            columns = self._distance_columns[name]
-            rank = (-1, -1, 0)
-            if columns is not None and columns[0] == "relative":
-                rank = (columns[1], columns[2], 0)
-            elif columns is not None and player[0] >= 0 and name != "Player":
-                rank = (columns[1], columns[2], 1)
-            types.append((layout.caps[name], layout.widths[name], *rank))
-        tiles = image = None
-        if self._tiles is not None:
-            tiles = (*self._tiles.native_spec, self._tiles.mode, self._tiles.chunk)
-        if self._images is not None:
-            image = (*self._images.native_image_spec, layout.grid_size)
-        marks = self._mark_values() if self.grid_marks else None
-        return _collector.ObservationBuilder(
-            game_spec(game.name), self.num_envs, plan.arrays, derived, target, types, player,
-            native_global_ops(game, self._space.global_features), support, tiles, image, marks,
-        )  # fmt: skip
-
-    def _outputs(self, n: int, step: bool) -> Tuple[Tuple[Any, ...], Dict[str, npt.NDArray]]:
-        """New observation arrays for n envs and the builder's view of them (plus the step's
-        reward, done, level_complete and seeds when ``step``)."""
-        obs = self._layout.empty(n)
-        values = [obs[name] for name in self._layout.caps]
-        masks = [obs[key].view(np.uint8) for key in self._layout.mask_keys]
-        values_of_step = None
-        if step:
-            values_of_step = (
-                np.empty(n, dtype=np.float32), np.empty(n, dtype=np.uint8),
-                np.empty(n, dtype=np.uint8), np.empty(n, dtype=np.int64),
-                np.empty(n, dtype=np.int64),
-            )  # fmt: skip
-        dropped = np.empty(n, dtype=np.int64)
-        outs = (values, masks, obs[GLOBAL_KEY], obs.get(GRID_KEY), dropped, values_of_step)
-        return outs, obs
-
-    def _finish(self, obs: Dict[str, npt.NDArray]) -> Any:
+    def _finish(self, arrays: PaddedArrays) -> Any:
+        """A build's arrays as this env's observation: the dict, or its flat form."""
+        obs = self._layout.as_dict(arrays)
         return self._layout.flatten(obs) if self.flatten else obs
 
     def _add_final(self, info: Dict[str, Any], ended: npt.NDArray[np.bool_]) -> None:
@@ -419,24 +335,24 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         if self._stepper.terminal is None:
             return
         indices = np.flatnonzero(ended)
-        outs, final = self._outputs(len(indices), step=False)
-        self._stepper.observe_terminal(self._builder, outs, indices)
-        flat = self._finish(final)
+        arrays = self._spec.padded_arrays(len(indices), step=False)
+        self._stepper.observe_terminal(self._spec.builder, arrays, indices)
+        final = self._finish(arrays)
         obs_list: List[Any] = [None] * self.num_envs
         for k, i in enumerate(indices):
-            obs_list[i] = flat[k] if self.flatten else {key: v[k] for key, v in final.items()}
+            obs_list[i] = final[k] if self.flatten else {key: v[k] for key, v in final.items()}
         info["final_obs"] = np.array(obs_list, dtype=object)
         info["_final_obs"] = ended.copy()
         key = self.stats_key
         info["final_info"] = {key: info[key], f"_{key}": ended.copy()}
         info["_final_info"] = ended.copy()
 
-    def _info(self, outs: Tuple[Any, ...]) -> Dict[str, Any]:
-        _, _, _, level_seed, prev_level_seed = outs[5]
+    def _info(self, arrays: PaddedArrays) -> Dict[str, Any]:
+        step = _step_of(arrays)
         return {
-            "level_seed": level_seed,
-            "prev_level_seed": prev_level_seed,
-            "dropped_entities": outs[4],
+            "level_seed": step.level_seed,
+            "prev_level_seed": step.prev_level_seed,
+            "dropped_entities": arrays.dropped,
         }
 
     # ---- beyond Gymnasium ----
@@ -453,9 +369,9 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self._stepper.restore_states(states)
         self._returns[:] = 0.0
         self._lengths[:] = 0
-        outs, obs = self._outputs(self.num_envs, step=False)
-        self._stepper.observe(self._builder, outs)
-        return self._finish(obs)
+        arrays = self._spec.padded_arrays(step=False)
+        self._stepper.observe(self._spec.builder, arrays)
+        return self._finish(arrays)
 
 
 #: What reset(options=...) takes (EntityVectorEnv.reset).
@@ -469,10 +385,7 @@ def _check_arguments(game: str, render_mode: Any, grid: bool, grid_entities: boo
     if render_mode not in RENDER_MODES:
         raise UsageError(f"render_mode must be 'rgb_array' (frames as arrays, from render()) "
                          f"or None, got {render_mode!r}: no window is drawn")  # fmt: skip
-    if grid and not get_game(game).has_tilemap:
-        raise UsageError(f"grid=True: {game} has no tiles (an entity-only game)")
-    if grid_entities and not grid:
-        raise UsageError("grid_entities=True draws entities into the grid: it needs grid=True")
+    ObservationSpec.check_padded(game, grid, grid_entities)
 
 
 def _reset_options(options: Any) -> Mapping[str, Any]:
@@ -507,11 +420,8 @@ def _warn_same_step_once(engine: str) -> None:
     )
 
 
-def _distance_columns(features: List[str]) -> Optional[Tuple[str, int, int]]:
-    """Which columns measure an entity's distance to the player: (rel_x, rel_y) if present,
-    else (x, y) against the Player row."""
-    if "rel_x" in features and "rel_y" in features:
-        return ("relative", features.index("rel_x"), features.index("rel_y"))
-    if "x" in features and "y" in features:
-        return ("absolute", features.index("x"), features.index("y"))
-    return None
+def _step_of(arrays: PaddedArrays) -> StepArrays:
+    """The step's values of a build made with them."""
+    if arrays.step is None:
+        raise AssertionError("a build without the step's values")
+    return arrays.step
