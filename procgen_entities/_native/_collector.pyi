@@ -82,7 +82,6 @@ def pad_rows(
     player: Optional[np.ndarray] = ...,
 ) -> None: ...
 
-
 GLOBAL_OPS: Dict[str, int]
 DERIVED_IS_TARGET: int
 
