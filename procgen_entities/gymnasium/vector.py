@@ -57,7 +57,7 @@ from procgen_entities.stepper import ProcgenStepper, locked, unpicklable
 __all__ = ["EntityVectorEnv"]
 
 
-class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
+class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
     """``num_envs`` procgen envs of ``game`` with padded entity observations.
 
     Observation (a ``Dict``, or with ``flatten=True`` one ``Box`` per env): per entity type
@@ -197,17 +197,17 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
 
     # ---- spaces ----
 
-    def _single_space(self) -> spaces.Space:
+    def _single_space(self) -> spaces.Space[Any]:
         if self.flatten:
             size = self._layout.flat_size
             return spaces.Box(-np.inf, np.inf, (size,), np.float32)
-        entries: Dict[str, spaces.Space] = {
+        entries: Dict[str, spaces.Space[Any]] = {
             key: spaces.Box(field.low, field.high, field.shape, field.dtype)  # type: ignore[arg-type]
             for key, field in self._spec.fields().items()
         }
         return spaces.Dict(entries)
 
-    def unflatten(self, flat: npt.NDArray) -> Dict[str, npt.NDArray]:
+    def unflatten(self, flat: npt.NDArray[np.float32]) -> Dict[str, npt.NDArray[Any]]:
         """A flat observation ([flat_size] or [m, flat_size]) as the dict of padded arrays."""
         return self._layout.unflatten(flat)
 
@@ -242,8 +242,8 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise unpicklable(type(self).__name__)
 
-    def _reset_mask(self, mask: Any, seed: Optional[int]) -> npt.NDArray[np.bool_]:
-        mask = np.asarray(mask)
+    def _reset_mask(self, given: Any, seed: Optional[int]) -> npt.NDArray[np.bool_]:
+        mask: npt.NDArray[np.bool_] = np.asarray(given)
         if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
             raise UsageError(f"reset_mask must be a bool array of shape ({self.num_envs},), got "
                              f"{mask.dtype} {mask.shape}")  # fmt: skip
