@@ -74,16 +74,15 @@ MACHINE_OVERRIDES = ("data_dir=", "max_train_time=")
 
 
 def _user_overrides(meta: Dict[str, Any]) -> List[str]:
-    """An enn-trainer run's own overrides: ``user_overrides`` in its record; runs from before
-    that field found by place, after tools/train.py's defaults, whose last is ``env.id=...``
-    (the run folder and time limit are not settings of the recipe)."""
-    if "user_overrides" in meta:
-        kept = [str(o) for o in meta["user_overrides"]]
+    """An enn-trainer run's settings beyond tools/train.py's base ones: what its record lists
+    after ``env.id=...`` (the game's recipe, then the user's overrides; the run folder and time
+    limit are not settings of the recipe), or ``user_overrides`` where a record has no list."""
+    overrides = [str(o) for o in meta.get("overrides", [])]
+    ids = [i for i, o in enumerate(overrides) if o.startswith("env.id=")]
+    if ids:
+        kept = [o for o in overrides[ids[-1] + 1 :] if not o.startswith(MACHINE_OVERRIDES)]
     else:
-        overrides = [str(o) for o in meta.get("overrides", [])]
-        ids = [i for i, o in enumerate(overrides) if o.startswith("env.id=")]
-        tail = overrides[ids[-1] + 1 :] if ids else []
-        kept = [o for o in tail if not o.startswith(MACHINE_OVERRIDES)]
+        kept = [str(o) for o in meta.get("user_overrides", [])]
     return [re.sub(r"^(net|optim|ppo)\.", "", o) for o in kept]  # d_model=16, lr=0.01, ...
 
 
