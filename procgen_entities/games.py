@@ -752,6 +752,18 @@ _GAME_LIST = [
         cpp_class="StarPilotGame",
         anchors={"procgen_ppo": 34.16, "pixel_ppo": 30.99},
         return_range=(2.5, 64.0),  # train-procgen EASY_GAME_RANGES
+        # all entities, as bigfish: its RogueNet settings, not screened (docs/training.md)
+        recipe=Recipe(
+            trainer="enn",
+            gamma=0.999,
+            enn_overrides=(
+                "net.d_model=16",
+                "net.n_layer=2",
+                "optim.lr=0.01",
+                "ppo.ent_coef=0.05",
+                "ppo.gamma=0.999",
+            ),
+        ),  # fmt: skip
         # starpilot.cpp:126-136, 346-350 (is_lethal): one touch kills, the player has no health
         hazards=("Flyer", "FastFlyer", "EnemyBullet", "TurretBullet", "Turret", "Meteor"),
         modes=("easy", "hard", "extreme"),
