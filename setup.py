@@ -49,7 +49,7 @@ EXTENSIONS = [
     extension("_writer", ["state_parser.c", "state_writer.c"]),
     extension("_tilemap", ["tilemap.c"]),
     extension("_collector", ["state_parser.c", "state_set.c", "thread_pool.c", "live_game.c",
-                             "padding.c", "tilemap.c", "observation.c"],
+                             "padding.c", "tilemap.c", "observation.c", "episodes.c"],
               ["pthread"]),
 ]
 

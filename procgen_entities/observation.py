@@ -233,10 +233,10 @@ class StepArrays:
 
     @classmethod
     def new(cls, count: int) -> "StepArrays":
+        empty, u8, i64 = np.empty, np.uint8, np.int64
         return cls(
-            np.empty(count, dtype=np.float32), np.empty(count, dtype=np.uint8),
-            np.empty(count, dtype=np.uint8), np.empty(count, dtype=np.int64),
-            np.empty(count, dtype=np.int64),
+            empty(count, np.float32), empty(count, u8), empty(count, u8), empty(count, i64),
+            empty(count, i64),
         )  # fmt: skip
 
 
@@ -320,6 +320,7 @@ class PaddedObservation:
         self.widths = {name: len(e.features) for name, e in self.space.entities.items()}
         self.n_globals = len(self.space.global_features)
         self.mask_keys = [f"{name}_mask" for name in self.caps]
+        self._type_shapes = [(cap, self.widths[name]) for name, cap in self.caps.items()]
         self.flat_size = (
             sum(c * (self.widths[k] + 1) for k, c in self.caps.items()) + self.n_globals
             + self.grid_size**2
@@ -329,23 +330,23 @@ class PaddedObservation:
         """New arrays for one build of ``n`` envs (default: all; the builder writes every
         element), with the step's values when ``step``."""
         n = self.n if n is None else n
-        values = tuple(np.empty((n, cap, self.widths[name]), dtype=np.float32)
-                       for name, cap in self.caps.items())  # fmt: skip
-        masks = tuple(np.empty((n, cap), dtype=np.uint8) for cap in self.caps.values())
-        image = None
-        if self.grid_size:
-            image = np.empty((n, self.grid_size, self.grid_size), dtype=np.uint8)
+        # a step allocates these every time (fresh arrays, as Gymnasium's vector envs return):
+        # shapes from __post_init__ and positional dtypes keep it to the allocations themselves
+        f32, u8 = np.float32, np.uint8
+        values = tuple([np.empty((n, cap, width), f32) for cap, width in self._type_shapes])
+        masks = tuple([np.empty((n, cap), u8) for cap, _ in self._type_shapes])
+        image = np.empty((n, self.grid_size, self.grid_size), u8) if self.grid_size else None
         return PaddedArrays(
-            values, masks, np.zeros((n, self.n_globals), dtype=np.float32), image,
-            np.empty(n, dtype=np.int64), StepArrays.new(n) if step else None,
+            values, masks, np.zeros((n, self.n_globals), f32), image, np.empty(n, np.int64),
+            StepArrays.new(n) if step else None,
         )  # fmt: skip
 
     def as_dict(self, arrays: PaddedArrays) -> Dict[str, npt.NDArray[Any]]:
         """A build's arrays as the observation dict (no copy; the masks as bool)."""
         out: Dict[str, npt.NDArray[Any]] = {}
-        for name, values, mask in zip(self.caps, arrays.values, arrays.masks):
+        for name, key, values, mask in zip(self.caps, self.mask_keys, arrays.values, arrays.masks):
             out[name] = values
-            out[f"{name}_mask"] = mask.view(np.bool_)
+            out[key] = mask.view(np.bool_)
         out[GLOBAL_KEY] = arrays.globals
         if arrays.image is not None:
             out[GRID_KEY] = arrays.image

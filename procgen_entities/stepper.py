@@ -106,7 +106,8 @@ def usable_cpus() -> int:
 def check_actions(actions: npt.ArrayLike, num_envs: int) -> npt.NDArray[np.int32]:
     """``actions`` as int32[num_envs], or a UsageError: one integer per env (shape (n,) or
     (n, 1)) in [0, 15). procgen itself would truncate floats and treat -1 (or a uint32 that wraps
-    to it) as "end the episode now"; one min/max pass keeps this cheap."""
+    to it) as "end the episode now"; one max over the actions seen as unsigned (where a negative
+    one is huge) keeps this to a single pass."""
     chosen = np.asarray(actions)
     if chosen.shape not in ((num_envs,), (num_envs, 1)):
         raise UsageError(
@@ -114,10 +115,11 @@ def check_actions(actions: npt.ArrayLike, num_envs: int) -> npt.NDArray[np.int32
         )
     if chosen.dtype.kind not in "iu":
         raise UsageError(f"actions must be integers (procgen's 15 actions), got {chosen.dtype}")
-    low, high = int(chosen.min()), int(chosen.max())
-    if low < 0 or high >= NUM_ACTIONS:
-        bad = low if low < 0 else high
-        raise UsageError(f"actions must be in [0, {NUM_ACTIONS}), got {bad}")
+    kind = chosen.dtype.str
+    unsigned = chosen.view(kind.replace("i", "u")) if chosen.dtype.kind == "i" else chosen
+    if chosen.size and unsigned.max() >= NUM_ACTIONS:
+        low, high = int(chosen.min()), int(chosen.max())
+        raise UsageError(f"actions must be in [0, {NUM_ACTIONS}), got {low if low < 0 else high}")
     return chosen.reshape(num_envs).astype(np.int32, copy=False)
 
 

@@ -23,6 +23,7 @@ MIRRORED = (
     "state_writer",
     "tilemap",
     "padding",
+    "episodes",
     "observation",
     "live_game",
     "thread_pool",

@@ -81,6 +81,17 @@ def pad_rows(
     cy: int = ...,
     player: Optional[np.ndarray] = ...,
 ) -> None: ...
+def episode_step(
+    resetting: np.ndarray,
+    reward: np.ndarray,
+    done: np.ndarray,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    returns: np.ndarray,
+    lengths: np.ndarray,
+    final_return: np.ndarray,
+    final_length: np.ndarray,
+) -> int: ...
 
 GLOBAL_OPS: Dict[str, int]
 DERIVED_IS_TARGET: int

@@ -19,6 +19,7 @@ from procgen_entities._native._parser cimport GameSpec
 from procgen_entities._native._status cimport check_status
 from procgen_entities._native.live_game cimport *
 from procgen_entities._native.observation cimport *
+from procgen_entities._native.episodes cimport pe_episode_step
 from procgen_entities._native.padding cimport pe_pad_rows
 from procgen_entities._native.state_parser cimport (PE_ENTITY_FIELDS, PE_MAX_TRAILER_ITEMS, PE_OK,
                                                     PE_ERR_SPEC, PE_S_N_SCALARS_MAX, PE_T_I32,
@@ -446,6 +447,25 @@ def pad_rows(const float[:, ::1] rows, const int64_t[::1] counts, float[:, :, ::
                              &dropped[0])
     check_status(status)
 
+
+def episode_step(const uint8_t[::1] resetting, float[::1] reward, const uint8_t[::1] done,
+                 uint8_t[::1] terminated, uint8_t[::1] truncated, double[::1] returns,
+                 int64_t[::1] lengths, float[::1] final_return, int32_t[::1] final_length):
+    """csrc/episodes.h: one step's episode accounting of n envs (every array [n]); returns how
+    many episodes ended."""
+    cdef Py_ssize_t n = resetting.shape[0]
+    if (reward.shape[0] != n or done.shape[0] != n or terminated.shape[0] != n
+            or truncated.shape[0] != n or returns.shape[0] != n or lengths.shape[0] != n
+            or final_return.shape[0] != n or final_length.shape[0] != n):
+        raise UsageError(f"episode_step: every array must have {n} entries")
+    if n == 0:
+        return 0
+    cdef int64_t ended
+    with nogil:
+        ended = pe_episode_step(n, &resetting[0], &reward[0], &done[0], &terminated[0],
+                                &truncated[0], &returns[0], &lengths[0], &final_return[0],
+                                &final_length[0])
+    return ended
 
 
 GLOBAL_OPS = {"scalar": PE_G_SCALAR, "trailer": PE_G_TRAILER, "step_fraction": PE_G_STEP_FRACTION,

@@ -42,6 +42,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from procgen_entities.engine import EngineFallbackWarning, EngineUnavailable
+from procgen_entities.episodes import EpisodeStats
 from procgen_entities.errors import UsageError
 from procgen_entities.features import ACTION_LABELS
 from procgen_entities.games import get_game
@@ -128,8 +129,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         self.grid_marks = self._spec.grid_marks
         self.flatten = flatten
         self._set_spaces(mode)
-        self._returns = np.zeros(num_envs, dtype=np.float64)
-        self._lengths = np.zeros(num_envs, dtype=np.int64)
+        self._episodes = EpisodeStats(num_envs)
 
     def _set_spaces(self, mode: AutoresetMode) -> None:
         """Gymnasium's spaces and this env's metadata (after the layout is known)."""
@@ -233,8 +233,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         else:
             reset = self._reset_mask(given, seed)
             self._stepper.reset_envs(reset)
-        self._returns[reset] = 0.0
-        self._lengths[reset] = 0
+        self._episodes.restart(reset)
         arrays = self._spec.padded_arrays()
         self._stepper.observe(self._spec.builder, arrays)
         return self._finish(arrays), self._info(arrays)
@@ -277,33 +276,18 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         step = _step_of(arrays)
         reward, done, level_complete = step.reward, step.done, step.level_complete
         assert reward is not None and done is not None and level_complete is not None
-        truncated = stepper.truncated
-        terminated = done.view(np.bool_) & ~truncated
-        any_resetting = resetting.any()
-        if any_resetting:
-            reward[resetting] = 0.0
-            terminated[resetting] = truncated[resetting] = False
-            self._returns[resetting] = 0.0
-            self._lengths[resetting] = 0
-            live = ~resetting
-            self._returns[live] += reward[live]
-            self._lengths[live] += 1
-        else:
-            self._returns += reward
-            self._lengths += 1
-        ended = terminated | truncated
+        # returns, lengths, the resetting envs' cleared step and the ended episodes' statistics
+        # in one native pass (procgen_entities.episodes)
+        outcome = self._episodes.step(resetting, reward, done, stepper.truncated)
+        terminated, truncated = outcome.terminated, outcome.truncated
         info = self._info(arrays)
         info["prev_level_complete"] = level_complete.view(np.bool_)
-        if ended.any():
-            info[self.stats_key] = {
-                "r": np.where(ended, self._returns, 0.0).astype(np.float32),
-                "l": np.where(ended, self._lengths, 0).astype(np.int32),
-            }
+        if outcome.ended_count:
+            ended = outcome.ended
+            info[self.stats_key] = {"r": outcome.final_return, "l": outcome.final_length}
             info[f"_{self.stats_key}"] = ended
             if self.autoreset_mode == AutoresetMode.SAME_STEP:
                 self._add_final(info, ended)
-            self._returns[ended] = 0.0
-            self._lengths[ended] = 0
         return self._finish(arrays), reward, terminated, truncated, info
 
     @locked
@@ -367,8 +351,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         their observation. Episode statistics (``info["episode_stats"]``) restart from the restored
         states: their return and length count the steps taken after the restore."""
         self._stepper.restore_states(states)
-        self._returns[:] = 0.0
-        self._lengths[:] = 0
+        self._episodes.restart()
         arrays = self._spec.padded_arrays(step=False)
         self._stepper.observe(self._spec.builder, arrays)
         return self._finish(arrays)
