@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from procgen_entities._native import _collector
+from procgen_entities.errors import UsageError
 
 Bools = npt.NDArray[np.bool_]
 
@@ -67,4 +68,10 @@ class EpisodeStats:
 
 def _bytes(flags: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
     """A bool or uint8 array as uint8 without a copy (the native side reads 0/1 bytes)."""
-    return flags if flags.dtype == np.uint8 else flags.view(np.uint8)
+    dtype = getattr(flags, "dtype", None)
+    if dtype == np.uint8:
+        return flags
+    if dtype != np.bool_:
+        raise UsageError(f"episode flags must be a bool or uint8 array, got {type(flags).__name__}"
+                         f"{'' if dtype is None else f' of {dtype}'}")  # fmt: skip
+    return flags.view(np.uint8)
