@@ -76,7 +76,7 @@ def test_arrays_of_other_sizes_are_a_usage_error() -> None:
     with pytest.raises(UsageError, match="4 entries"):
         stats.step(no, np.zeros(3, np.float32), np.zeros(4, np.uint8), no.copy())
     with pytest.raises(ValueError):  # a float64 reward is not the step's float32 array
-        stats.step(no, np.zeros(4), np.zeros(4, np.uint8), no.copy())
+        stats.step(no, np.zeros(4), np.zeros(4, np.uint8), no.copy())  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="bool or uint8"):
         stats.step([False] * 4, np.zeros(4, np.float32), np.zeros(4, np.uint8), no.copy())  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="int64"):
