@@ -28,5 +28,5 @@ sys.exit(0 if procgen_entities.__file__.startswith('$OUT') else
     tests/test_parse_golden.py tests/test_parse_errors.py tests/test_parse_fuzz.py \
     tests/test_tilemap.py tests/test_vec_env.py tests/test_engine.py tests/test_layers.py \
     tests/test_restore.py tests/test_gymnasium.py tests/test_features.py tests/test_concurrency.py \
-    tests/test_state_writer.py tests/test_level_text.py tests/test_observation.py \
+    tests/test_state_writer.py tests/test_level_text.py tests/test_observation.py tests/test_episodes.py \
     -k "not never_crash_procgen and not stable_baselines3_trains"
