@@ -15,6 +15,7 @@ from procgen_entities._native import _collector
 from procgen_entities.errors import UsageError
 
 Bools = npt.NDArray[np.bool_]
+_BOOL = np.dtype(np.bool_)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,8 @@ class EpisodeStats:
 def _bytes(flags: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
     """A bool or uint8 array as uint8 without a copy (the native side reads 0/1 bytes)."""
     dtype = getattr(flags, "dtype", None)
+    if dtype is _BOOL:  # the common case, by identity (numpy's builtin dtypes are singletons)
+        return flags.view(np.uint8)
     if dtype == np.uint8:
         return flags
     if dtype != np.bool_:

@@ -279,6 +279,9 @@ BAD_ACTIONS = [
     ("force-reset -1", lambda n: np.full(n, -1), "got -1"),
     ("uint32 wrapping to -1", lambda n: np.full(n, 2**32 - 1, dtype=np.uint32), "got 4294967295"),
     ("15", lambda n: np.full(n, 15, dtype=np.int8), "got 15"),
+    # int32 [n] takes check_actions' fast path: the same checks
+    ("int32 -1", lambda n: np.array([0, -1, 3][:n], dtype=np.int32), "got -1"),
+    ("int32 15", lambda n: np.array([15, 0, 3][:n], dtype=np.int32), "got 15"),
 ]
 
 
@@ -305,6 +308,29 @@ def test_bad_actions_raise_and_change_nothing(name: str, make: Any, match: str) 
         with pytest.raises(UsageError, match=match):
             vec.step(actions)  # the stepper's own step checks too
         vec.act(move(np.zeros(n, dtype=np.int64)), space)
+
+
+def test_strided_and_byte_swapped_actions_step_like_plain_ones() -> None:
+    """A column of a bigger int32 array (not contiguous) and big-endian int32 actions are
+    copied into the int32 block the native step reads: the same steps as plain arrays."""
+    n, rng = 4, np.random.default_rng(3)
+    plan = rng.integers(0, 15, (40, n))
+    envs = [EntityVectorEnv("bigfish", n, seed=7, num_threads=1) for _ in range(3)]
+    try:
+        for env in envs:
+            env.reset()
+        for actions in plan:
+            wide = np.zeros((n, 3), np.int32)
+            wide[:, 1] = actions
+            shapes = (actions.astype(np.int32), wide[:, 1], actions.astype(">i4"))
+            steps = [env.step(a) for env, a in zip(envs, shapes)]
+            for obs, reward, *_ in steps[1:]:
+                np.testing.assert_array_equal(reward, steps[0][1])
+                for key, value in obs.items():
+                    np.testing.assert_array_equal(value, steps[0][0][key])
+    finally:
+        for env in envs:
+            env.close()
 
 
 def move(actions: np.ndarray) -> Dict[str, RaggedBufferI64]:
