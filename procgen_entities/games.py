@@ -318,6 +318,20 @@ def _floats(*names: str) -> tuple[tuple[str, str], ...]:
     return tuple((n, "f") for n in names)
 
 
+#: The 2022 entity agent's RogueNet settings (enn-trainer), which won bigfish's 5M ablation
+#: (docs/training.md): the recipe of the all-entity games (no terrain), taken as a prior there
+_ROGUENET_RECIPE = Recipe(
+    trainer="enn",
+    gamma=0.999,
+    enn_overrides=(
+        "net.d_model=16",
+        "net.n_layer=2",
+        "optim.lr=0.01",
+        "ppo.ent_coef=0.05",
+        "ppo.gamma=0.999",
+    ),
+)
+
 _PLATFORM_PHYSICS = (("gravity", "f"), ("air_control", "f"))
 
 _GAME_LIST = [
@@ -329,17 +343,7 @@ _GAME_LIST = [
         # smaller one is eaten and erased that step); agents/evaluation.py counts only those
         hazards=("Fish",),
         # the 2022 entity agent's settings won the 5M ablation (docs/training.md)
-        recipe=Recipe(
-            trainer="enn",
-            gamma=0.999,
-            enn_overrides=(
-                "net.d_model=16",
-                "net.n_layer=2",
-                "optim.lr=0.01",
-                "ppo.ent_coef=0.05",
-                "ppo.gamma=0.999",
-            ),
-        ),  # fmt: skip
+        recipe=_ROGUENET_RECIPE,
         return_range=(1.0, 40.0),  # the procgen paper's easy-mode constants (Cobbe et al. 2020)
         trailer=(("fish_eaten", "i"), ("r_inc", "f")),
         entity_types={0: "Player", 2: "Fish"},
@@ -713,6 +717,9 @@ _GAME_LIST = [
         return_range=(4.5, 30.0),  # train-procgen EASY_GAME_RANGES
         # no hazards: the other end is the juice running out (plunder.cpp:225-226), no touch
         cpp_class="PlunderGame",
+        # all entities (ships, shots, the panel; the targets marked by is_target), as bigfish
+        # and starpilot: their RogueNet settings, taken as a prior (docs/training.md)
+        recipe=_ROGUENET_RECIPE,
         invariants=(
             "len(lane_directions) == num_lanes == len(lane_vels)",
             "len(target_bools) == len(image_permutation)",
@@ -753,17 +760,7 @@ _GAME_LIST = [
         anchors={"procgen_ppo": 34.16, "pixel_ppo": 30.99},
         return_range=(2.5, 64.0),  # train-procgen EASY_GAME_RANGES
         # all entities, as bigfish: its RogueNet settings, not screened (docs/training.md)
-        recipe=Recipe(
-            trainer="enn",
-            gamma=0.999,
-            enn_overrides=(
-                "net.d_model=16",
-                "net.n_layer=2",
-                "optim.lr=0.01",
-                "ppo.ent_coef=0.05",
-                "ppo.gamma=0.999",
-            ),
-        ),  # fmt: skip
+        recipe=_ROGUENET_RECIPE,
         # starpilot.cpp:126-136, 346-350 (is_lethal): one touch kills, the player has no health
         hazards=("Flyer", "FastFlyer", "EnemyBullet", "TurretBullet", "Turret", "Meteor"),
         modes=("easy", "hard", "extreme"),

@@ -61,7 +61,8 @@ def test_agent_evaluations_in_the_docs_are_the_checked_in_ones(game: str) -> Non
 
 @pytest.mark.parametrize("name", ["evaluation-sampled", "evaluation-sampled-train-levels"])
 @pytest.mark.parametrize(
-    "run", ["coinrun-200-25m", "climber-200-25m", "ninja-200-25m", "bigfish-200-25m"]
+    "run",
+    ["coinrun-200-25m", "climber-200-25m", "ninja-200-25m", "bigfish-200-25m", "starpilot-200-25m"],
 )
 def test_protocol_figures_in_the_docs_are_the_checked_in_evaluations(run: str, name: str) -> None:
     """Issue 35's table: each GAME-200 agent's sampled test and train returns are the
