@@ -233,3 +233,28 @@ def test_a_resumed_runs_lost_stretch_is_not_counted_twice(tmp_path: Path) -> Non
     run = load_run(path)
     assert run.steps.tolist() == [100, 200, 250, 350]
     assert run.returns.tolist() == [1.0, 1.0, 2.0, 2.0] and run.last_step == 350
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    """(width, height) from the PNG's IHDR chunk."""
+    header = path.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")
+
+
+def test_plot_wraps_the_games_panels_into_rows(tmp_path: Path) -> None:
+    """``--columns 2`` puts three games' panels in two rows (one row by default: a wide strip);
+    a window or column count below range is a usage error."""
+    from procgen_entities.tools.plot import main as plot_main
+
+    agents = Path(__file__).resolve().parent.parent / "docs" / "runs" / "agents"
+    metrics = [str(agents / g / "metrics.jsonl.gz") for g in ("coinrun", "ninja", "bigfish")]
+    strip, grid = tmp_path / "strip.png", tmp_path / "grid.png"
+    assert plot_main([*metrics, "-o", str(strip)]) == 0
+    assert plot_main([*metrics, "-o", str(grid), "--columns", "2"]) == 0
+    (sw, sh), (gw, gh) = _png_size(strip), _png_size(grid)
+    assert sh / sw < 0.5 < gh / gw, ((sw, sh), (gw, gh))
+    for bad in (["--columns", "-1"], ["--window", "0"]):
+        with pytest.raises(SystemExit) as exit_info:
+            plot_main([metrics[0], "-o", str(tmp_path / "bad.png"), *bad])
+        assert exit_info.value.code == 2

@@ -7,8 +7,9 @@ Each metrics file (written by procgen_entities.train) becomes one curve: mean ep
 over a sliding window of finished episodes against env steps, with the game's R_min and R_max
 from the procgen paper drawn as dashed lines and the published 25M-step anchors
 (``games.Game.anchors``: pixel PPO, the procgen authors' PPO, the 2022 entity agent) as markers
-at 25M, one panel per game. ``--table`` prints a markdown table of the final numbers (mean return
-of the last 10% of episodes, normalised score, level_complete rate, steps/s).
+at 25M, one panel per game (``--columns N``: N panels a row). ``--table`` prints a markdown
+table of the final numbers (mean return of the last 10% of episodes, normalised score,
+level_complete rate, steps/s).
 """
 
 from __future__ import annotations
@@ -50,15 +51,22 @@ def _anchors(ax: Any, game: str) -> None:
         ax.plot([25e6], [value], marker=marker, c=colour, ls="none", ms=9, label=label)
 
 
-def plot_runs(runs: Sequence[Run], out: Path, window: int = 500) -> None:
+def plot_runs(runs: Sequence[Run], out: Path, window: int = 500, columns: int = 0) -> None:
+    """One panel per game, in rows of ``columns`` panels (0: all in one row)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     games = list(dict.fromkeys(str(r.meta.get("game")) for r in runs))
-    fig, axes = plt.subplots(1, len(games), figsize=(6.5 * len(games), 4.2), squeeze=False)
-    for ax, game in zip(axes[0], games):
+    across = min(columns, len(games)) if columns > 0 else len(games)
+    down = -(-len(games) // across)
+    # each row's legend hangs below its panels, so a row is taller than the panel alone
+    fig, axes = plt.subplots(down, across, figsize=(6.5 * across, 6.2 * down - 2.0),
+                             squeeze=False)  # fmt: skip
+    for ax in axes.flat[len(games) :]:
+        ax.set_visible(False)
+    for ax, game in zip(axes.flat, games):
         game_runs = [r for r in runs if r.meta.get("game") == game]
         for run in game_runs:
             ax.plot(run.steps, smooth(run.returns, window), label=run.label, lw=1.5)
@@ -86,13 +94,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("-o", "--out", type=Path, default=Path("learning-curves.png"))
     parser.add_argument("--window", type=int, default=500, help="episodes to average over")
     parser.add_argument("--table", action="store_true", help="also print a markdown table")
+    parser.add_argument("--columns", type=int, default=0,
+                        help="panels per row (default: every game in one row)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.window < 1 or args.columns < 0:
+        parser.error("--window must be at least 1 and --columns at least 0")
     try:
         runs = [load_run(p) for p in args.metrics]
     except (OSError, ValueError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    plot_runs(runs, args.out, args.window)
+    plot_runs(runs, args.out, args.window, args.columns)
     print(f"wrote {args.out}")
     if args.table:
         print(summary_table(runs))
