@@ -44,10 +44,15 @@ def _state(policy: object) -> dict:
     return {k: v.detach().clone() for k, v in policy.state_dict().items()}  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("grid", [True, False], ids=["grid", "flat"])
-def test_one_update_moves_the_weights_where_sb3s_does(grid: bool) -> None:
+@pytest.mark.parametrize(
+    "grid,shared",
+    [(True, True), (False, True), (True, False)],
+    ids=["grid", "flat", "grid-separate-value"],
+)
+def test_one_update_moves_the_weights_where_sb3s_does(grid: bool, shared: bool) -> None:
     kind = "MultiInputPolicy" if grid else "MlpPolicy"
-    kwargs: dict = {"net_arch": [64, 64]}
+    # shared=False: the value head's own CNN (sb3_ppo --separate-value), another code path
+    kwargs: dict = {"net_arch": [64, 64], "share_features_extractor": shared}
     if grid:
         kwargs["features_extractor_class"] = FlatGridExtractor
     envs = (_env(grid), _env(grid))
@@ -155,3 +160,33 @@ def test_flat_vec_normalize_keeps_vec_normalizes_statistics_bit_for_bit() -> Non
     assert float(np.abs(a["global"]).max()) > 0.1  # real values went through
     for env in wrapped:
         env.close()
+
+
+def test_separate_value_trains_its_own_cnn_resumes_and_evaluates_in_numpy(tmp_path) -> None:
+    """sb3_ppo --separate-value: policy.json says so, the value has a CNN of its own (shared, the
+    two names hold one tensor), a resume keeps it without the flag, and the numpy twin (which
+    reads the policy's extractor) acts as torch does."""
+    from procgen_entities.agents.checkpoint import Checkpoint, load_policy
+
+    out = tmp_path / "run"
+    assert sb3_ppo(["climber", "--smoke", "--eval-episodes", "0", "--out", str(out),
+                    "--num-levels", "200", "--separate-value"]) == 0  # fmt: skip
+    folder = out / "checkpoint"
+    assert json.loads((folder / "policy.json").read_text())["share_features_extractor"] is False
+    assert Checkpoint.load(folder).trainer["separate_value"] is True
+    weights = torch.load(folder / "policy.pt", weights_only=True)
+    pi = weights["pi_features_extractor.net.grid.conv.0.weight"]
+    vf = weights["vf_features_extractor.net.grid.conv.0.weight"]
+    assert pi.shape == vf.shape and not torch.equal(pi, vf)
+    assert sb3_ppo(["climber", "--smoke", "--eval-episodes", "0", "--out", str(out),
+                    "--resume", str(folder)]) == 0  # fmt: skip
+    assert Checkpoint.load(folder).trainer["separate_value"] is True
+    assert json.loads((folder / "policy.json").read_text())["share_features_extractor"] is False
+    numpy_policy, torch_policy = (load_policy(folder, backend=b) for b in ("numpy", "torch"))
+    env = make_env(Checkpoint.load(folder).env, 16, 5, flatten=False)
+    obs, _ = env.reset(seed=5)
+    for _ in range(40):
+        actions = torch_policy(obs)
+        np.testing.assert_array_equal(numpy_policy(obs), actions)
+        obs, *_ = env.step(actions)
+    env.close()

@@ -82,6 +82,17 @@ ABLATIONS: Dict[str, List[str]] = {
 # as those arms were run (BASE)
 ABLATIONS["game-recipe"] = ["--recipe", "game", "--trainer", "lean"]
 ABLATIONS["game-recipe-sb3"] = ["--recipe", "game", "--trainer", "sb3"]
+# issue 35: procgen's protocol (levels 0-199; evaluate's default for such a checkpoint is 1,000
+# levels outside them) with the game's recipe under the lean learner, then one lever each: PLR
+# over the 200 levels, and the value head on its own features extractor (DAAC's decoupling)
+PROTOCOL = ["--recipe", "game", "--trainer", "lean", "--num-levels", "200"]
+ABLATIONS["protocol-200"] = PROTOCOL
+ABLATIONS["protocol-200-plr"] = [*PROTOCOL, "--level-sampler", "plr"]
+ABLATIONS["protocol-200-separate-value"] = [*PROTOCOL, "--separate-value"]
+# issue 36: screens of a game with no recipe yet, under the lean learner: the marked grid
+# (the SB3 recipe of coinrun and climber), and RogueNet on the tiles as entities
+ABLATIONS["lean-marks-g999"] = ["--trainer", "lean", "--grid-entities", "--ppo", "gamma=0.999"]
+ABLATIONS["roguenet-2022-tiles"] = [*ABLATIONS["roguenet-2022"], "--tilemap", "tiles"]
 #: what every sb3_ppo arm starts from (its own flags come after, and win)
 BASE = ["--recipe", "none", "--trainer", "sb3"]
 SEEDS = (0, 1)

@@ -52,6 +52,10 @@ def _policy_label(meta: Dict[str, Any]) -> str:
         policy += " + grid" + (" with entities" if env.get("grid_entities") else "")
     if meta.get("grid_cnn", "small") != "small":
         policy += f" ({meta['grid_cnn']} CNN)"
+    if meta.get("separate_value"):
+        policy += ", separate value extractor"
+    if meta.get("level_sampler"):  # sb3_ppo records the PLR settings only (uniform: none)
+        policy += ", PLR"
     if meta.get("policy") and meta.get("gamma", 0.99) != 0.99:
         policy += f", gamma {meta['gamma']}"
     if meta.get("policy") and meta.get("ent_coef", [0.01, 0.01]) != [0.01, 0.01]:

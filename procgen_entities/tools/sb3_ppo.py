@@ -5,6 +5,7 @@ checkpoints, resume, evaluate.
         [--mode easy|hard] [--num-levels 200] [--resume DIR] [--checkpoint-every N]
         [--ent-coef A[:B]] [--no-window] [--stale-support] [--no-normalize] [--eval-episodes N]
         [--tilemap MODE] [--cap TYPE=N ...] [--policy mlp|attention] [--grid] [--trust-pickle]
+        [--separate-value]
         [--level-sampler uniform|plr [--plr-beta B] [--plr-rho R] [--plr-score positive|l1]
         [--plr-replay-prob P]] [--smoke]
 
@@ -22,6 +23,11 @@ A:B``: the entropy bonus goes linearly from A to B over the run. ``--policy atte
 ``MultiInputPolicy`` on the dict form with the entity encoder (gymnasium/policy.py: attention
 over the masked slots, inputs through symlog, so only rewards are normalised); ``--grid`` adds
 the camera square's class image, read by a small CNN (with the MLP: FlatGridExtractor).
+``--separate-value``: the value head gets its own copy of the features extractor (with
+``--grid``, its own CNN) instead of sharing the policy's, so the value loss no longer shapes the
+features the policy reads (Raileanu and Fergus, "Decoupling Value and Policy for Generalization
+in Reinforcement Learning", ICML 2021: a shared trunk fits level-specific value detail that the
+policy then overfits to); the MLPs of the two heads are separate either way.
 ``--level-sampler plr`` (with ``--num-levels N``): the next episode of an env starts on a level
 Prioritized Level Replay draws, by the scores of the levels' last episodes (agents/plr.py); the
 default ``uniform`` is procgen's own uniform draw. Needs the train extra.
@@ -200,6 +206,9 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                         help="--grid with the entities' cells marked in it")  # fmt: skip
     parser.add_argument("--grid-cnn", choices=("small", "deep"), default="small",
                         help="the CNN over the grid (policy.GRID_CNNS)")  # fmt: skip
+    parser.add_argument("--separate-value", action="store_true",
+                        help="the value head reads its own features extractor (its own grid "
+                             "CNN), not the policy's: DAAC's decoupling")  # fmt: skip
     parser.add_argument("--d-model", type=int, default=32, help="attention: token width")
     parser.add_argument("--layers", type=int, default=0, help="attention: self-attention layers")
     parser.add_argument("--ppo", action="append", default=[], metavar="KEY=VALUE",
@@ -383,6 +392,8 @@ def _new_policy(attention: bool, flat_grid: bool, net: str,
     """(SB3's policy name, policy_kwargs) of a new run: the MLP on the flat form, or the dict
     form with the entity encoder (attention) or the flat input plus a CNN over the grid."""
     kwargs: Dict[str, Any] = {"net_arch": [int(x) for x in net.split(",")]}
+    if args.separate_value:
+        kwargs["share_features_extractor"] = False
     if attention:
         from procgen_entities.gymnasium.sb3 import EntityExtractor
 
@@ -531,6 +542,7 @@ def _policy_of(
         args.d_model = extractor.get("d_model", args.d_model)
         args.layers = extractor.get("n_layers", args.layers)
         args.grid_cnn = extractor.get("cnn", "small")
+        args.separate_value = not spec.get("share_features_extractor", True)
         return policy_kwargs_of(spec)
     attention = args.policy == "attention"
     default = "256" if attention else _recipe(args).net
@@ -561,6 +573,8 @@ def _record_trainer(
         checkpoint.trainer["precision"] = resolve_precision(args.precision)
     if flat_grid and args.grid_cnn != "small":
         checkpoint.trainer["grid_cnn"] = args.grid_cnn
+    if args.separate_value:
+        checkpoint.trainer["separate_value"] = True
     if args.anneal_lr:
         checkpoint.trainer["anneal_lr_to"] = args.anneal_lr
     if levels is not None:
