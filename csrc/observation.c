@@ -31,7 +31,7 @@ typedef struct {
 /* The scalars the builder reads by name. */
 typedef struct {
     int reward, done, level_complete, cur_time, timeout, level_seed, prev_level_seed, center_x,
-        center_y, view_dim, edge;
+        center_y, view_dim, edge, mode;
 } scalar_ids;
 
 struct pe_obs_builder {
@@ -214,6 +214,7 @@ static pe_status read_live(const pe_live_spec *spec, const uint8_t *game, work *
 
 typedef struct {
     float cx, cy, half;
+    uint8_t mode_bit; /* the state's distribution mode in pe_entity_plan.windowed */
 } square;
 
 static inline int in_square(const reader *r, const uint8_t *record, const square *sq) {
@@ -239,17 +240,20 @@ static void slot_filter(const pe_obs_builder *b, const reader *r, uint8_t *enabl
     sq->cx = (float)scalar(r, b->id.center_x);
     sq->cy = (float)scalar(r, b->id.center_y);
     sq->half = (float)scalar(r, b->id.view_dim) / 2;
+    sq->mode_bit = pe_mode_bit_of(scalar(r, b->id.mode));
 }
 
 /* The slot an entity record is gathered into, or -1 (not a slot type, slot off, outside the
- * window of a windowed slot): the one rule the rows and the image's marks share. */
+ * window of a slot windowed in the state's mode): the one rule the rows and the image's marks
+ * share. */
 static inline int32_t slot_of(const pe_obs_builder *b, const reader *r, const uint8_t *record,
                               const uint8_t *enabled, const square *sq) {
     const pe_entity_plan *plan = b->spec.plan;
     int32_t type = (int32_t)field_value(r, record, PE_F_TYPE);
     int32_t s = (type >= 0 && type < plan->lut_size) ? plan->type_to_slot[type] : -1;
     if (s < 0 || !enabled[s]) return -1;
-    if (plan->windowed != NULL && plan->windowed[s] && !in_square(r, record, sq)) return -1;
+    int windowed = plan->windowed != NULL && (plan->windowed[s] & sq->mode_bit);
+    if (windowed && !in_square(r, record, sq)) return -1;
     return s;
 }
 
@@ -603,7 +607,8 @@ static scalar_ids find_scalars(void) {
                      pe_scalar_index("timeout"), pe_scalar_index("current_level_seed"),
                      pe_scalar_index("prev_level_seed"), pe_scalar_index("center_x"),
                      pe_scalar_index("center_y"), pe_scalar_index("view_dim"),
-                     pe_scalar_index("out_of_bounds_object")};
+                     pe_scalar_index("out_of_bounds_object"),
+                     pe_scalar_index("distribution_mode")};
     return id;
 }
 

@@ -202,6 +202,14 @@ void pe_fill_vector_heads(pe_pool *pool, const pe_state_set *set, const pe_game_
 
 /* ---- entity plans ---- */
 
+uint8_t pe_mode_bit_of(double mode) {
+    return mode == 0    ? PE_MODE_EASY_BIT
+           : mode == 1  ? PE_MODE_HARD_BIT
+           : mode == 2  ? PE_MODE_EXTREME_BIT
+           : mode == 10 ? PE_MODE_MEMORY_BIT
+                        : PE_MODE_OTHER_BIT;
+}
+
 pe_status pe_plan_check(const pe_entity_plan *plan, const pe_game_spec *spec) {
     int32_t n_scalars = 0;
     for (int i = 0; i < spec->n_trailer; i++) n_scalars += spec->trailer_kinds[i] < PE_T_VEC_I32;

@@ -81,9 +81,24 @@ typedef struct {
     const int32_t *feature_start;  /* n_slots + 1 offsets into features */
     const int32_t *features;       /* entity field index 0..30, or PE_FEATURE_REL_X / _Y */
     const int32_t *condition;      /* per slot: trailer scalar that must be non-zero, or -1 */
-    const uint8_t *windowed;       /* per slot: 1 = only entities that overlap the camera's
-                                    * square (what procgen shows); NULL = every entity */
+    const uint8_t *windowed;       /* per slot: the pe_mode_bit of each distribution mode in
+                                    * which the slot keeps only the entities that overlap the
+                                    * camera's square (what procgen shows); 0 = every entity in
+                                    * every mode, NULL = every entity of every slot */
 } pe_entity_plan;
+
+/* The bits of pe_entity_plan.windowed: one per procgen distribution mode (src/game.h: EasyMode 0,
+ * HardMode 1, ExtremeMode 2, MemoryMode 10), and one for any other code a state may hold. */
+typedef enum {
+    PE_MODE_EASY_BIT = 1,
+    PE_MODE_HARD_BIT = 2,
+    PE_MODE_EXTREME_BIT = 4,
+    PE_MODE_MEMORY_BIT = 8,
+    PE_MODE_OTHER_BIT = 128
+} pe_mode_bit;
+
+/* The windowed bit of a state's distribution_mode code. */
+uint8_t pe_mode_bit_of(double mode);
 
 /* PE_OK if the plan is usable with this spec, PE_ERR_SPEC otherwise. */
 pe_status pe_plan_check(const pe_entity_plan *plan, const pe_game_spec *spec);

@@ -324,6 +324,16 @@ def global_features(game: Game, names: Sequence[str], values: StepValues) -> npt
     return out
 
 
+def window_modes(game: Game, name: str) -> int:
+    """The distribution modes (``_collector.MODE_BITS``) in which entity type ``name`` keeps only
+    the entities in the camera's square: every mode (and any other code) but the ones whose
+    pixels show the type wherever it is (``Game.hud_entities``); none for the Player."""
+    if name == "Player":
+        return 0
+    shown = game.hud_entities.get(name, ())
+    return sum(bit for mode, bit in _collector.MODE_BITS.items() if mode not in shown)
+
+
 class EntityPlan:
     """Which procgen entities go to which entity type, with which features: the arrays the
     native observation builder reads, built from a feature space (the full one or a filter of
@@ -334,7 +344,8 @@ class EntityPlan:
     ) -> None:
         """``window``: entity types other than the Player keep only the entities that overlap
         the square procgen's camera shows (what a pixel agent sees; tile types are cropped
-        the same way by the tilemap)."""
+        the same way by the tilemap), but for a type a HUD shows, in the modes that draw it
+        (``window_modes``: each state's own distribution mode decides, in C)."""
         self.game = game
         type_ids = {name: tid for tid, name in game.entity_types.items()}
         trailer_scalars = list(game.trailer_scalars)
@@ -376,7 +387,8 @@ class EntityPlan:
         self.codes = np.array(codes, dtype=np.int32)
         self.condition = np.array(condition, dtype=np.int32)
         self.windowed = np.array(
-            [window and name != "Player" for name in self.entity_types], dtype=np.uint8
+            [window_modes(game, name) if window else 0 for name in self.entity_types],
+            dtype=np.uint8,
         )
         self.widths = np.diff(self.feature_start).astype(np.int64)
         unknown_globals = [

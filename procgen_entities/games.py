@@ -176,6 +176,10 @@ class Game:
     type_features: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     ignored_types: Mapping[int, str] = field(default_factory=dict)
     hidden_unless: Mapping[str, str] = field(default_factory=dict)
+    #: Entity types the pixels show wherever they are, by the distribution modes that show them
+    #: (a HUD: jumper's compass points at the goal): the observation keeps them outside the
+    #: camera's square in those modes, where every other type but the Player is cropped.
+    hud_entities: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     tiles: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     out_of_bounds_tile: int = -1
     global_features: tuple[str, ...] = ()
@@ -228,9 +232,13 @@ class Game:
         clash = set(self.entity_types.values()) & set(self.tiles)
         if clash:
             raise UsageError(f"{self.name}: names used by entities and tiles: {sorted(clash)}")
-        for etype in list(self.type_features) + list(self.hidden_unless):
+        for etype in [*self.type_features, *self.hidden_unless, *self.hud_entities]:
             if etype not in self.entity_types.values():
                 raise UsageError(f"{self.name}: unknown entity type {etype!r}")
+        for etype, shown in self.hud_entities.items():
+            if etype == "Player" or not set(shown) <= set(self.modes):
+                raise UsageError(f"{self.name}: hud_entities {etype!r} names modes {shown} "
+                                 f"outside {self.modes}")  # fmt: skip
         self.invariant_terms()  # refuse a malformed invariant at import
         if self.support is not None:
             unknown = [t for t in self.support.tiles if t not in self.tiles]
@@ -623,6 +631,10 @@ _GAME_LIST = [
         + (("has_support", "b"), ("facing_right", "b"), ("wall_theme", "i"), ("compass_dim", "f")),
         entity_types={0: "Player", 1: "Goal", 2: "Spike"},
         features=("x", "y", "vx", "vy"),
+        # jumper.cpp:137-176: a compass in the frame's corner points from the agent at the
+        # goal and a bar under it shows their distance, drawn in every mode but memory (the
+        # goal is in the camera's square 9% of the time under random play)
+        hud_entities={"Goal": ("easy", "hard")},
         ignored_types={59: "trail (cosmetic)"},
         tiles={"Wall": (6, 7)},
         out_of_bounds_tile=6,

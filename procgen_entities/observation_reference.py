@@ -33,7 +33,7 @@ from procgen_entities.features import (
     batch_in_view,
     global_features,
 )
-from procgen_entities.games import Game, get_game
+from procgen_entities.games import DISTRIBUTION_MODE_IDS, Game, get_game
 from procgen_entities.observation import GLOBAL_KEY, GRID_KEY, ObservationSpec
 from procgen_entities.parse import StateBatch
 from procgen_entities.tilemap import (
@@ -76,6 +76,14 @@ def batch_values(batch: StateBatch) -> StepValues:
     )
 
 
+def _mode_bits(codes: Any) -> npt.NDArray[np.int64]:
+    """Per state, its distribution mode's bit in a plan's windowed masks (DISTRIBUTION_MODE_IDS
+    by name to _collector.MODE_BITS; a code no mode has: "other")."""
+    by_code = {code: _collector.MODE_BITS[name] for name, code in DISTRIBUTION_MODE_IDS.items()}
+    other = _collector.MODE_BITS["other"]
+    return np.array([by_code.get(int(c), other) for c in np.asarray(codes)], dtype=np.int64)
+
+
 def gather_entities(
     plan: EntityPlan, batch: StateBatch, values: StepValues
 ) -> Tuple[List[Rows], Counts]:
@@ -87,14 +95,15 @@ def gather_entities(
     player = batch.entity_offsets[:-1][env_of]  # each row's state's first record
     types = batch.field("type").astype(np.int64)
     shown = batch_in_view(batch)
+    mode_bits = _mode_bits(batch.scalars["distribution_mode"])
     type_ids = {name: tid for tid, name in game.entity_types.items()}
     trailer = list(game.trailer_scalars)
     rows: List[Rows] = []
     counts = np.zeros((len(plan.entity_types), n), dtype=np.int64)
     for s, name in enumerate(plan.entity_types):
         keep = types == type_ids[name]
-        if plan.windowed[s]:
-            keep &= shown
+        if plan.windowed[s]:  # cropped in the modes of its mask: each state's own mode
+            keep &= shown | ((mode_bits[env_of] & int(plan.windowed[s])) == 0)
         if plan.condition[s] >= 0:
             keep &= (np.asarray(batch.extras[trailer[plan.condition[s]]]) != 0)[env_of]
         at = np.flatnonzero(keep)

@@ -217,3 +217,33 @@ def test_ragged_observation_is_the_reference(game: str) -> None:
                 tilemap=options.get("tilemap"), actor=options["actor"],
             )  # fmt: skip
             assert_ragged_same(obs, expected, f"{game} step {t}")
+
+
+@pytest.mark.parametrize("mode", ["easy", "hard", "memory"])
+def test_jumpers_goal_is_kept_off_camera_where_its_compass_is_drawn(mode: str) -> None:
+    """Jumper's compass (jumper.cpp:137-176, every mode but memory) shows the goal from anywhere:
+    there the Goal slot holds the goal of procgen's own state wherever it is; in memory mode only
+    while it overlaps the camera's square, like every other type."""
+    from procgen_entities.features import batch_in_view
+
+    actions = np.random.default_rng(4).integers(0, 15, (60, ENVS))
+    off_camera = 0
+    with EntityVectorEnv("jumper", ENVS, seed=2, distribution_mode=mode) as env:
+        env.reset()
+        for t in range(60):
+            obs, *_ = env.step(actions[t])
+            batch = parse_states(env.stepper.get_states())
+            types = batch.field("type").astype(int)
+            shown = batch_in_view(batch)
+            x, y = batch.field("x"), batch.field("y")
+            starts = batch.entity_offsets[:-1]
+            for k in range(ENVS):
+                rows = np.flatnonzero(types[starts[k] : starts[k] + batch.entity_counts[k]] == 1)
+                assert len(rows) == 1  # one goal per level
+                goal = starts[k] + rows[0]
+                off_camera += int(not shown[goal])
+                kept = mode != "memory" or bool(shown[goal])
+                assert bool(obs["Goal_mask"][k, 0]) == kept, (t, k)
+                if kept:
+                    np.testing.assert_array_equal(obs["Goal"][k, 0, :2], [x[goal], y[goal]])
+    assert off_camera > 0  # the goal did leave the square, so the test can fail

@@ -94,6 +94,7 @@ def episode_step(
 ) -> int: ...
 
 GLOBAL_OPS: Dict[str, int]
+MODE_BITS: Dict[str, int]
 DERIVED_IS_TARGET: int
 
 class ObservationBuilder:

@@ -473,6 +473,11 @@ GLOBAL_OPS = {"scalar": PE_G_SCALAR, "trailer": PE_G_TRAILER, "step_fraction": P
               "difference": PE_G_DIFFERENCE, "is_zero": PE_G_IS_ZERO,
               "vector_item": PE_G_VECTOR_ITEM, "on_ground": PE_G_ON_GROUND}
 DERIVED_IS_TARGET = PE_D_IS_TARGET
+#: The bit of each distribution mode in an entity plan's ``windowed`` masks (csrc/state_set.h
+#: pe_mode_bit; "other": a code no mode has).
+MODE_BITS = {"easy": PE_MODE_EASY_BIT, "hard": PE_MODE_HARD_BIT,
+             "extreme": PE_MODE_EXTREME_BIT, "memory": PE_MODE_MEMORY_BIT,
+             "other": PE_MODE_OTHER_BIT}
 
 
 cdef int _tile_spec(tm_spec *spec, table) except -1:

@@ -53,4 +53,13 @@ cdef extern from "state_set.h" nogil:
         const int32_t *condition
         const uint8_t *windowed
 
+    ctypedef enum pe_mode_bit:
+        PE_MODE_EASY_BIT
+        PE_MODE_HARD_BIT
+        PE_MODE_EXTREME_BIT
+        PE_MODE_MEMORY_BIT
+        PE_MODE_OTHER_BIT
+
+    uint8_t pe_mode_bit_of(double mode) noexcept
+
     pe_status pe_plan_check(const pe_entity_plan *plan, const pe_game_spec *spec) noexcept
