@@ -27,6 +27,7 @@ __all__ = [
     "ENTITY_INT_FIELDS",
     "GAMES",
     "ANCHOR_SOURCES",
+    "Mirror",
     "GAME_NAMES",
     "NOOP_ACTION",
     "NUM_ACTIONS",
@@ -96,6 +97,22 @@ class Support:
     at_rest: bool = False
     #: a trailer bool that also counts as support (coinrun's is_on_crate)
     flag: str | None = None
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """The game is the same game reflected left-right about the middle of its world: its
+    physics treats left and right alike, its camera square is centred on that middle, and its
+    observation's features other than ``positions`` and ``negated`` do not depend on the side.
+    What mirrored-level augmentation (gymnasium/mirrored.py) relies on; tests/test_mirrored.py
+    checks it against procgen playing the mirrored state itself."""
+
+    #: the world's width in cells, by distribution mode: the mirror line is width / 2
+    width: Mapping[str, int]
+    #: entity features that are x coordinates in the world (x -> width - x)
+    positions: tuple[str, ...] = ("x",)
+    #: entity features that change sign (velocities, offsets along x)
+    negated: tuple[str, ...] = ("vx", "rel_x")
 
 
 @dataclass(frozen=True)
@@ -224,6 +241,8 @@ class Game:
     reachable: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     #: How the committed agent (checkpoints/<name>) was trained; the training tools' defaults.
     recipe: Recipe = field(default_factory=Recipe)
+    #: Left-right symmetric (None: not declared so): mirrored levels are levels of the game.
+    mirror: Mirror | None = None
 
     def __post_init__(self) -> None:
         for name, kind in self.trailer:
@@ -252,6 +271,8 @@ class Game:
             raise UsageError(f"{self.name}: unknown anchors {sorted(self.anchors)}")
         if not set(self.training_caps) <= known | {"Column"}:
             raise UsageError(f"{self.name}: unknown capped types {sorted(self.training_caps)}")
+        if self.mirror is not None and not set(self.mirror.width) <= set(self.modes):
+            raise UsageError(f"{self.name}: mirror widths for modes outside {self.modes}")
         self._check_features()
 
     def _check_features(self) -> None:
@@ -520,6 +541,10 @@ _GAME_LIST = [
         platformer=True,
         support=Support(),
         hazards=("Enemy",),  # climber.cpp:88-92
+        # climber.cpp:230-233: the world is 16 cells wide in easy mode, 20 in hard; 261-265:
+        # the camera's centre is the world's middle in x; 267-270: a move's vx is -1, 0 or 1;
+        # the walls, gravity and the enemies' walk (smart_step) know no side
+        mirror=Mirror(width={"easy": 16, "hard": 20}, positions=("x", "climber_spawn_x")),
     ),
     Game(
         name="coinrun",

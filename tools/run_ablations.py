@@ -89,6 +89,8 @@ PROTOCOL = ["--recipe", "game", "--trainer", "lean", "--num-levels", "200"]
 ABLATIONS["protocol-200"] = PROTOCOL
 ABLATIONS["protocol-200-plr"] = [*PROTOCOL, "--level-sampler", "plr"]
 ABLATIONS["protocol-200-separate-value"] = [*PROTOCOL, "--separate-value"]
+# half the episodes mirrored left-right (games declared symmetric: climber): 400 levels from 200
+ABLATIONS["protocol-200-mirror"] = [*PROTOCOL, "--mirror", "0.5"]
 # issue 36: screens of a game with no recipe yet, under the lean learner: the marked grid
 # (the SB3 recipe of coinrun and climber), and RogueNet on the tiles as entities
 ABLATIONS["lean-marks-g999"] = ["--trainer", "lean", "--grid-entities", "--ppo", "gamma=0.999"]

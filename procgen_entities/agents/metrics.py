@@ -56,6 +56,8 @@ def _policy_label(meta: Dict[str, Any]) -> str:
         policy += ", separate value extractor"
     if meta.get("level_sampler"):  # sb3_ppo records the PLR settings only (uniform: none)
         policy += ", PLR"
+    if meta.get("mirror"):
+        policy += f", mirrored {meta['mirror']:g}"
     if meta.get("policy") and meta.get("gamma", 0.99) != 0.99:
         policy += f", gamma {meta['gamma']}"
     if meta.get("policy") and meta.get("ent_coef", [0.01, 0.01]) != [0.01, 0.01]:

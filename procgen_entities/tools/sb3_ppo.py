@@ -5,7 +5,7 @@ checkpoints, resume, evaluate.
         [--mode easy|hard] [--num-levels 200] [--resume DIR] [--checkpoint-every N]
         [--ent-coef A[:B]] [--no-window] [--stale-support] [--no-normalize] [--eval-episodes N]
         [--tilemap MODE] [--cap TYPE=N ...] [--policy mlp|attention] [--grid] [--trust-pickle]
-        [--separate-value]
+        [--separate-value] [--mirror P]
         [--level-sampler uniform|plr [--plr-beta B] [--plr-rho R] [--plr-score positive|l1]
         [--plr-replay-prob P]] [--smoke]
 
@@ -28,6 +28,10 @@ the camera square's class image, read by a small CNN (with the MLP: FlatGridExtr
 features the policy reads (Raileanu and Fergus, "Decoupling Value and Policy for Generalization
 in Reinforcement Learning", ICML 2021: a shared trunk fits level-specific value detail that the
 policy then overfits to); the MLPs of the two heads are separate either way.
+``--mirror P``: each episode is played mirrored left-right with probability P
+(gymnasium/mirrored.py: the mirror image of the level, for the games declared symmetric,
+``Game.mirror``), which doubles the levels a run learns from; training only, recorded in env.json's
+trainer and kept on resume (evaluation plays the real levels).
 ``--level-sampler plr`` (with ``--num-levels N``): the next episode of an env starts on a level
 Prioritized Level Replay draws, by the scores of the levels' last episodes (agents/plr.py); the
 default ``uniform`` is procgen's own uniform draw. Needs the train extra.
@@ -251,7 +255,11 @@ def _learner_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _level_args(parser: argparse.ArgumentParser) -> None:
-    """The level sampler's options (--num-levels N > 0 only)."""
+    """What the training levels are: mirrored ones, and the level sampler's options
+    (--num-levels N > 0 only)."""
+    parser.add_argument("--mirror", type=float, default=None, metavar="P",
+                        help="play each episode mirrored left-right with probability P "
+                             "(Game.mirror games; a resumed run keeps its own)")  # fmt: skip
     parser.add_argument("--level-sampler", choices=("uniform", "plr"), default=None,
                         help="uniform: procgen's own draw of the next level (the default); plr: "
                              "Prioritized Level Replay over the --num-levels training levels "
@@ -266,6 +274,20 @@ def _level_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plr-replay-prob", type=float, default=None,
                         help="plr: the chance of replaying a seen level (default: the fraction "
                              "of the levels seen)")  # fmt: skip
+
+
+def _mirror_setting(args: argparse.Namespace, checkpoint: Checkpoint) -> Optional[float]:
+    """The run's mirrored-level probability: the flag's, else a resumed run's recorded one;
+    None (or 0) for none. Refused for a game not declared symmetric or outside [0, 1]."""
+    recorded = checkpoint.trainer.get("mirror")
+    p = args.mirror if args.mirror is not None else recorded
+    if p is None or p == 0:
+        return None
+    if not 0.0 <= p <= 1.0:
+        _fail(f"--mirror is a probability in [0, 1], got {p}")
+    if get_game(args.game).mirror is None:
+        _fail(f"--mirror: {args.game} is not declared left-right symmetric (Game.mirror)")
+    return float(p)
 
 
 def _level_settings(args: argparse.Namespace, checkpoint: Checkpoint) -> Optional[Dict[str, Any]]:
@@ -579,6 +601,8 @@ def _record_trainer(
         checkpoint.trainer["anneal_lr_to"] = args.anneal_lr
     if levels is not None:
         checkpoint.trainer["level_sampler"] = levels
+    if args.mirror:
+        checkpoint.trainer["mirror"] = args.mirror
     if attention:
         checkpoint.trainer.update(d_model=args.d_model, layers=args.layers)
         checkpoint.normalize = True  # rewards only (the encoder reads symlog inputs)
@@ -622,6 +646,10 @@ def _run_env(
             venv.close()
             _fail(str(exc))
     stepped: Any = replay.env if replay is not None else venv
+    if args.mirror:
+        from procgen_entities.gymnasium.mirrored import MirroredLevels
+
+        stepped = MirroredLevels(stepped, args.mirror, seed=args.seed + done)
     env: Any = SB3VecEnv(stepped)
     if checkpoint.normalize:
         env = _normalized(env, args.resume, gamma, attention, flat_grid,
@@ -651,6 +679,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     torch.set_num_threads(1)  # while the env's pool steps (see _Metrics for the updates)
     checkpoint, hyper, spec, done = _start(args, resume)
     levels = _level_settings(args, checkpoint)
+    args.mirror = _mirror_setting(args, checkpoint)
     config = checkpoint.env
     schedule = _entropy_schedule(args, checkpoint)
     out = args.out or Path("runs") / f"sb3-{args.game}-{args.seed}"
