@@ -195,10 +195,14 @@ def test_probability_zero_and_one_and_the_flat_form() -> None:
     always = MirroredLevels(EntityVectorEnv.for_training("climber", 4, **kwargs), 1.0)
     layout = always.transform  # the same transform either way
     assert layout.width == 16.0
-    for a, b in zip(_stepped(flat, 30, 0), _stepped(always, 30, 0)):
-        unflat = flat.env.unflatten(a[0])
-        _assert_same(unflat, b[0])
-    assert always.mirrored.all()
+    finals = 0
+    for a, b in zip(_stepped(flat, 1100, 0), _stepped(always, 1100, 0)):
+        _assert_same(flat.env.unflatten(a[0]), b[0])
+        for i in np.flatnonzero(a[-1].get("_final_obs", [])):  # SAME_STEP's terminal ones
+            _assert_same(flat.env.unflatten(a[-1]["final_obs"][i][None]),
+                         {k: v[None] for k, v in b[-1]["final_obs"][i].items()})  # fmt: skip
+            finals += 1
+    assert always.mirrored.all() and finals >= 4
     for env in (flat, always):
         env.close()
 
@@ -266,3 +270,24 @@ def test_sb3_ppo_mirror_is_recorded_kept_on_resume_and_refused_where_asymmetric(
         with pytest.raises(SystemExit):
             sb3_ppo([*bad, "--smoke", "--out", str(tmp_path / "refused")])
         assert message in capsys.readouterr().err
+
+
+def test_mirror_over_prioritized_levels() -> None:
+    """MirroredLevels over PrioritizedLevels: the sampler still chooses every level (procgen's
+    level seeds are the queued ones) while the episodes are mirrored."""
+    from procgen_entities.gymnasium.prioritized import PrioritizedLevels
+    from procgen_entities.level_sampling import LevelSampler
+
+    inner = EntityVectorEnv.for_training("climber", 4, num_levels=10, seed=0,
+                                         autoreset_mode="SameStep")  # fmt: skip
+    levels = PrioritizedLevels(inner, LevelSampler(10, seed=0), queue=8)
+    env = MirroredLevels(levels, 1.0)
+    rng = np.random.default_rng(0)
+    with env:
+        env.reset()
+        ends = 0
+        for _ in range(1100):  # each start is checked against its queue (PrioritizedLevels)
+            *_, term, trunc, _ = env.step(rng.integers(0, len(ACTION_LABELS), 4))
+            ends += int((term | trunc).sum())
+        assert env.mirrored.all() and ends >= 4
+        assert levels.sampler.count == 4 + ends  # every episode's level came from the sampler
