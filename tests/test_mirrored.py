@@ -6,6 +6,7 @@ it cannot mirror."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Dict, List
 
@@ -14,7 +15,7 @@ import numpy.typing as npt
 import pytest
 
 from procgen_entities.errors import UsageError
-from procgen_entities.games import ACTION_LABELS, get_game
+from procgen_entities.games import ACTION_LABELS, Mirror, get_game
 from procgen_entities.gymnasium.mirrored import MIRRORED_ACTIONS, MirroredLevels, MirrorTransform
 from procgen_entities.gymnasium.vector import EntityVectorEnv
 from procgen_entities.state import State, states_to_bytes
@@ -244,6 +245,13 @@ def test_misuse_is_refused() -> None:
                 wrapped.step(np.array(bad))
     with pytest.raises(UsageError, match="wraps an EntityVectorEnv"):
         MirroredLevels(object())
+    climber = get_game("climber")
+    with pytest.raises(UsageError, match="mirror widths for modes outside"):
+        dataclasses.replace(climber, mirror=Mirror(width={"memory": 16}))  # climber has none
+    with EntityVectorEnv.for_training("climber", 2, distribution_mode="hard") as hard:
+        only_easy = dataclasses.replace(climber, mirror=Mirror(width={"easy": 16}))
+        with pytest.raises(UsageError, match="no mirror width for distribution mode 'hard'"):
+            MirrorTransform(only_easy, hard.observation_spec, "hard")
 
 
 def test_sb3_ppo_mirror_is_recorded_kept_on_resume_and_refused_where_asymmetric(
