@@ -303,24 +303,49 @@ class ArraySpec:
 # ---- the padded layout ----
 
 
+def _kept_columns(
+    name: str, features: Sequence[str], dropped: Sequence[str]
+) -> Optional[npt.NDArray[np.intp]]:
+    """The columns of a type's rows that an observation without ``dropped`` keeps (None: all);
+    a UsageError where none would be left."""
+    kept = [i for i, feature in enumerate(features) if feature not in dropped]
+    if len(kept) == len(features):
+        return None
+    if not kept:
+        raise UsageError(f"dropping {', '.join(dropped)} leaves {name} no features")
+    return np.array(kept, dtype=np.intp)
+
+
 @dataclass
 class PaddedObservation:
     """The padded layout of one game's observation for ``n`` envs: per entity type ``<Type>``
     float32 [cap, F] and ``<Type>_mask`` bool [cap], ``global`` float32 [G] and (``grid_size``
     > 0) ``grid``, a [grid_size, grid_size] uint8 class image. The flat form (``flatten``,
     ``unflatten``): per type its [cap * F] values then its [cap] mask, in declaration order,
-    then the globals, then the class image."""
+    then the globals, then the class image. ``dropped``: features the builder still computes
+    (it ranks the slots by them) but the observation leaves out, wherever a type has them:
+    ``build_widths`` are the builder's rows, ``widths`` the observation's."""
 
     space: FeatureSpace
     caps: Dict[str, int]
     n: int
     grid_size: int = 0
+    dropped: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        self.widths = {name: len(e.features) for name, e in self.space.entities.items()}
+        entities = self.space.entities
+        self.build_widths = {name: len(e.features) for name, e in entities.items()}
+        #: per type the builder's columns the observation keeps (None: all of them)
+        self.columns: Dict[str, Optional[npt.NDArray[np.intp]]] = {
+            name: _kept_columns(name, e.features, self.dropped) for name, e in entities.items()
+        }
+        self.widths = {
+            name: len([f for f in e.features if f not in self.dropped])
+            for name, e in entities.items()
+        }  # fmt: skip
         self.n_globals = len(self.space.global_features)
         self.mask_keys = [f"{name}_mask" for name in self.caps]
-        self._type_shapes = [(cap, self.widths[name]) for name, cap in self.caps.items()]
+        self._type_shapes = [(cap, self.build_widths[name]) for name, cap in self.caps.items()]
         self.flat_size = (
             sum(c * (self.widths[k] + 1) for k, c in self.caps.items()) + self.n_globals
             + self.grid_size**2
@@ -345,7 +370,8 @@ class PaddedObservation:
         """A build's arrays as the observation dict (no copy; the masks as bool)."""
         out: Dict[str, npt.NDArray[Any]] = {}
         for name, key, values, mask in zip(self.caps, self.mask_keys, arrays.values, arrays.masks):
-            out[name] = values
+            kept = self.columns[name]
+            out[name] = values if kept is None else values[:, :, kept]
             out[key] = mask.view(np.bool_)
         out[GLOBAL_KEY] = arrays.globals
         if arrays.image is not None:
@@ -353,8 +379,21 @@ class PaddedObservation:
         return out
 
     def empty(self, n: Optional[int] = None) -> Dict[str, npt.NDArray[Any]]:
-        """New arrays for one observation of ``n`` envs (default: all), as the dict."""
-        return self.as_dict(self.arrays(n))
+        """New arrays for one build of ``n`` envs (default: all), as the dict of the builder's
+        full rows (``select`` makes it the observation)."""
+        arrays = self.arrays(n)
+        full = dict(zip(self.caps, arrays.values))
+        return {**self.as_dict(arrays), **full}
+
+    def select(self, built: Mapping[str, npt.NDArray[Any]]) -> Dict[str, npt.NDArray[Any]]:
+        """A dict of the builder's full rows (``empty``'s) as the observation: the ``dropped``
+        features left out."""
+        out = dict(built)
+        for name in self.caps:
+            kept = self.columns[name]
+            if kept is not None:
+                out[name] = built[name][..., kept]
+        return out
 
     def flatten(self, obs: Mapping[str, npt.NDArray[Any]]) -> Floats:
         """[n, flat_size]: per type its values then its mask, in order, then the globals."""
@@ -389,7 +428,10 @@ class PaddedObservation:
         return {k: v[0] for k, v in out.items()} if single else out
 
     def feature_names(self) -> Dict[str, Tuple[str, ...]]:
-        names = {name: tuple(e.features) for name, e in self.space.entities.items()}
+        names = {
+            name: tuple(f for f in e.features if f not in self.dropped)
+            for name, e in self.space.entities.items()
+        }
         names[GLOBAL_KEY] = tuple(self.space.global_features)
         return names
 
@@ -469,6 +511,7 @@ class ObservationSpec:
         global_features: Optional[Sequence[str]] = None,
         grid: bool = False,
         grid_entities: bool = False,
+        drop_features: Optional[Sequence[str]] = None,
     ) -> "ObservationSpec":
         """EntityVectorEnv's observation (its docstring says what each option does).
         ``window``: the camera square's cells at the start (``window_of``), which sizes the
@@ -486,7 +529,8 @@ class ObservationSpec:
         # that later grows keeps its nearest cells and counts the rest as dropped).
         tiles = tile_caps(tilemap, list(tile_entities), window, DEFAULT_CHUNK)
         caps = resolve_caps(info, space, max_entities, tiles)
-        layout = PaddedObservation(space, caps, _count("n", n), window if grid else 0)
+        dropped = _dropped(info, space, drop_features)
+        layout = PaddedObservation(space, caps, _count("n", n), window if grid else 0, dropped)
         plan = EntityPlan(info, space, space, window=entity_window)
         converter = CameraConverter(info.name, tilemap) if tilemap else None
         images = (converter or CameraConverter(info.name, "tiles")) if grid else None
@@ -584,7 +628,7 @@ class ObservationSpec:
             player = PlayerColumns(names.index("Player"), own[1], own[2])
         types = []
         for name in names:
-            cap, width, at = layout.caps[name], layout.widths[name], columns[name]
+            cap, width, at = layout.caps[name], layout.build_widths[name], columns[name]
             if at is not None and at[0] == "relative":
                 types.append(OutputType(cap, width, at[1], at[2]))
             elif at is not None and player.type >= 0 and name != "Player":
@@ -689,6 +733,20 @@ def _count(name: str, value: object) -> int:
     if count < 1:
         raise UsageError(f"{name} must be >= 1, got {count}")
     return count
+
+
+def _dropped(game: Game, space: FeatureSpace, names: Optional[Sequence[str]]) -> Tuple[str, ...]:
+    """``drop_features``: entity feature names of this observation (UsageError otherwise)."""
+    if names is None:
+        return ()
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise UsageError(f"drop_features is a list of feature names, got {names!r}")
+    present = {f for e in space.entities.values() for f in e.features}
+    unknown = sorted(set(names) - present)
+    if unknown:
+        raise UsageError(f"{game.name}: drop_features {unknown} are no entity type's features "
+                         f"here (features: {', '.join(sorted(present))})")  # fmt: skip
+    return tuple(dict.fromkeys(names))
 
 
 def _distance_columns(features: List[str]) -> Optional[Tuple[str, int, int]]:

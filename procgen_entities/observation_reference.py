@@ -242,6 +242,7 @@ def padded_observation(env: Any, batch: StateBatch) -> Tuple[Any, Counts]:
         if spec.grid_marks:
             _mark(spec, plan.entity_types, rows, counts, crops, out[GRID_KEY])
     out[GLOBAL_KEY][:] = global_features(spec.game, spec.space.global_features, values)
+    out = layout.select(out)
     return (layout.flatten(out) if env.flatten else out), dropped
 
 

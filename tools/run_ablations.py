@@ -91,6 +91,9 @@ ABLATIONS["protocol-200-plr"] = [*PROTOCOL, "--level-sampler", "plr"]
 ABLATIONS["protocol-200-separate-value"] = [*PROTOCOL, "--separate-value"]
 # half the episodes mirrored left-right (games declared symmetric: climber): 400 levels from 200
 ABLATIONS["protocol-200-mirror"] = [*PROTOCOL, "--mirror", "0.5"]
+# no absolute heights (y, a Column's height): only positions relative to the player and the
+# camera, so a policy cannot key its moves to where in a memorised level it is
+ABLATIONS["protocol-200-relative"] = [*PROTOCOL, "--drop-feature", "y", "--drop-feature", "height"]
 # issue 36: screens of a game with no recipe yet, under the lean learner: the marked grid
 # (the SB3 recipe of coinrun and climber), and RogueNet on the tiles as entities
 ABLATIONS["lean-marks-g999"] = ["--trainer", "lean", "--grid-entities", "--ppo", "gamma=0.999"]

@@ -119,11 +119,20 @@ class EnvConfig:
     max_entities: Optional[Dict[str, int]] = None
     grid: bool = False  # the camera square's class image (EntityVectorEnv(grid=True))
     grid_entities: bool = False  # the entities' cells marked in it (EntityVectorEnv)
+    drop_features: Optional[list] = None  # entity features left out (EntityVectorEnv)
 
     def env_kwargs(self) -> Dict[str, Any]:
         kwargs = asdict(self)
         kwargs.pop("game")
         return kwargs
+
+    def record(self) -> Dict[str, Any]:
+        """What env.json's "env" holds: every field, but ``drop_features`` only where set (so
+        the records of runs without it stay what they were)."""
+        record = asdict(self)
+        if record["drop_features"] is None:
+            record.pop("drop_features")
+        return record
 
 
 def make_env(
@@ -163,7 +172,7 @@ class Checkpoint:
 
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        record = {"env": asdict(self.env), "steps": self.steps, "normalize": self.normalize,
+        record = {"env": self.env.record(), "steps": self.steps, "normalize": self.normalize,
                   "trainer": self.trainer}  # fmt: skip
         (folder / "env.json").write_text(json.dumps(record, indent=1) + "\n")
 

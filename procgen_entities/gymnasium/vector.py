@@ -73,7 +73,10 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
     CNN; entities stay entities. ``grid_entities=True`` (with ``grid``) also marks the cell of
     every entity of the observation's entity types in the grid (``grid_marks``: the types in
     value order, after the tile classes; the player's mark is the largest, where several meet
-    the largest wins), the image procgen's pixels give a CNN. Actions: procgen's 15
+    the largest wins), the image procgen's pixels give a CNN. ``drop_features``: entity
+    features left out of every type that has them (``("y", "height")``: no absolute heights,
+    only positions relative to the player or the camera; the slots are still ranked by them).
+    Actions: procgen's 15
     (``metadata["action_labels"]``). Other keywords go to the stepper / procgen
     (distribution_mode (procgen's default: hard), num_levels, start_level, num_threads, ...).
     ``EntityVectorEnv.for_training(game, n)``: the training recipe's observation. A context
@@ -102,6 +105,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         flatten: bool = False,
         grid: bool = False,
         grid_entities: bool = False,
+        drop_features: Optional[Sequence[str]] = None,
         engine: str = "auto",
         seed: Optional[int] = None,
         autoreset_mode: Union[AutoresetMode, str, None] = None,
@@ -123,7 +127,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
             self.game, num_envs, window=ObservationSpec.window_of(self._stepper.step_values()),
             max_entities=max_entities, tilemap=tilemap, relative_positions=relative_positions,
             entity_window=entity_window, global_features=global_features, grid=grid,
-            grid_entities=grid_entities,
+            grid_entities=grid_entities, drop_features=drop_features,
         )  # fmt: skip
         self._layout: PaddedObservation = self._spec.padded_layout
         self.grid_marks = self._spec.grid_marks

@@ -4,7 +4,8 @@ checkpoints, resume, evaluate.
     python -m procgen_entities.tools.sb3_ppo GAME [--steps N] [--out DIR] [--seed S]
         [--mode easy|hard] [--num-levels 200] [--resume DIR] [--checkpoint-every N]
         [--ent-coef A[:B]] [--no-window] [--stale-support] [--no-normalize] [--eval-episodes N]
-        [--tilemap MODE] [--cap TYPE=N ...] [--policy mlp|attention] [--grid] [--trust-pickle]
+        [--tilemap MODE] [--cap TYPE=N ...] [--drop-feature NAME ...] [--policy mlp|attention]
+        [--grid] [--trust-pickle]
         [--separate-value] [--mirror P]
         [--level-sampler uniform|plr [--plr-beta B] [--plr-rho R] [--plr-score positive|l1]
         [--plr-replay-prob P]] [--smoke]
@@ -191,12 +192,7 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--stale-support", action="store_true",
                         help="procgen's has_support instead of on_ground")  # fmt: skip
     parser.add_argument("--no-normalize", action="store_true", help="raw observations")
-    parser.add_argument("--tilemap", default=None,
-                        choices=("tiles", "runs", "columns", "chunks", "none"),
-                        help="another tilemap than the game's training one (none: no tile "
-                             "entities, e.g. with --grid)")  # fmt: skip
-    parser.add_argument("--cap", action="append", default=[], metavar="TYPE=N",
-                        help="padded slots of a type (default: Game.training_caps)")  # fmt: skip
+    _observation_args(parser)
     parser.add_argument("--net", default=None,
                         help="hidden layer sizes (mlp: 256,256; attention: 256)")  # fmt: skip
     parser.add_argument("--policy", choices=("mlp", "attention"), default="mlp",
@@ -230,6 +226,19 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     _level_args(parser)
     parser.add_argument("--smoke", action="store_true", help="2 tiny updates, 16 eval episodes")
     return parser.parse_args(argv)
+
+
+def _observation_args(parser: argparse.ArgumentParser) -> None:
+    """The observation's tilemap, caps and features beside the recipe's."""
+    parser.add_argument("--tilemap", default=None,
+                        choices=("tiles", "runs", "columns", "chunks", "none"),
+                        help="another tilemap than the game's training one (none: no tile "
+                             "entities, e.g. with --grid)")  # fmt: skip
+    parser.add_argument("--cap", action="append", default=[], metavar="TYPE=N",
+                        help="padded slots of a type (default: Game.training_caps)")  # fmt: skip
+    parser.add_argument("--drop-feature", action="append", default=[], metavar="NAME",
+                        help="leave an entity feature out of every type (e.g. y and height: "
+                             "no absolute heights)")  # fmt: skip
 
 
 def _recipe_args(parser: argparse.ArgumentParser) -> None:
@@ -335,6 +344,7 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
         global_features=globals_, max_entities=_caps(info, tilemap, args.cap) or None,
         grid=args.grid or args.grid_entities or recipe.grid,
         grid_entities=args.grid_entities or recipe.grid_entities,
+        drop_features=list(args.drop_feature) or None,
     )  # fmt: skip
 
 
@@ -631,7 +641,10 @@ def _run_env(
     from procgen_entities.gymnasium.sb3 import SB3VecEnv
 
     flatten = not (attention or flat_grid)
-    venv = make_env(checkpoint.env, args.envs, args.seed + done, flatten=flatten)
+    try:
+        venv = make_env(checkpoint.env, args.envs, args.seed + done, flatten=flatten)
+    except UsageError as exc:  # the observation's options (--drop-feature, --cap, ...)
+        _fail(str(exc))
     replay = None
     if levels is not None:
         from procgen_entities.agents.plr import SAMPLER_FILE, LevelReplay, read_state
