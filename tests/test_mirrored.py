@@ -299,3 +299,27 @@ def test_mirror_over_prioritized_levels() -> None:
             ends += int((term | trunc).sum())
         assert env.mirrored.all() and ends >= 4
         assert levels.sampler.count == 4 + ends  # every episode's level came from the sampler
+
+
+def test_the_mirror_without_absolute_heights_is_the_full_mirrors_columns() -> None:
+    """With drop_features (y, height) the mirror keeps the same slots in the same order: the
+    kept columns of the full observation's mirror (the tiles ranked by rel_y where y is gone)."""
+    kwargs: Dict[str, Any] = dict(grid=True, grid_entities=True, num_levels=200, seed=9)
+    full = EntityVectorEnv.for_training("climber", N, **kwargs)
+    lean = EntityVectorEnv.for_training("climber", N, drop_features=["y", "height"], **kwargs)
+    whole = MirrorTransform(full.game, full.observation_spec, "easy")
+    part = MirrorTransform(lean.game, lean.observation_spec, "easy")
+    names, kept = full.metadata["feature_names"], lean.metadata["feature_names"]
+    every = np.ones(N, dtype=np.bool_)
+    rng = np.random.default_rng(2)
+    with full, lean:
+        a, b = full.reset()[0], lean.reset()[0]
+        for _ in range(120):
+            want, got = whole.observation(a, every), part.observation(b, every)
+            for key in got:
+                value = want[key]
+                if key in kept and key != "global":
+                    value = value[..., [names[key].index(f) for f in kept[key]]]
+                np.testing.assert_array_equal(got[key], value, err_msg=key)
+            actions = rng.integers(0, len(ACTION_LABELS), N)
+            a, b = full.step(actions)[0], lean.step(actions)[0]

@@ -67,7 +67,10 @@ class _TypeMirror:
         self.negated = [i for i, f in enumerate(names) if f in mirror.negated]
         self.rank: Optional[Tuple[int, int, Optional[int], int]] = None
         if tile and "rel_x" in names and "rel_y" in names and "x" in names:
-            row = names.index("y") if "y" in names else None  # a Column has no y: one per x
+            # the row: y, or rel_y where y is dropped (the same order); a Column has neither
+            # (one per x: its rel_y is its height)
+            row = names.index("y") if "y" in names else names.index("rel_y")
+            row = None if name == "Column" else row
             self.rank = (names.index("rel_x"), names.index("rel_y"), row, names.index("x"))
 
     def apply(
