@@ -69,8 +69,9 @@ class _TypeMirror:
         if tile and "rel_x" in names and "rel_y" in names and "x" in names:
             # the row: y, or rel_y where y is dropped (the same order); a Column has neither
             # (one per x: its rel_y is its height)
-            row = names.index("y") if "y" in names else names.index("rel_y")
-            row = None if name == "Column" else row
+            row: Optional[int] = names.index("y") if "y" in names else names.index("rel_y")
+            if name == "Column":
+                row = None
             self.rank = (names.index("rel_x"), names.index("rel_y"), row, names.index("x"))
 
     def apply(
