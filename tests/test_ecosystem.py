@@ -168,6 +168,24 @@ def test_for_training_is_the_recipes_observation() -> None:
     coinrun.close()
 
 
+def test_sb3_ppo_no_grid_takes_the_recipes_image_away() -> None:
+    """sb3_ppo --no-grid: climber's recipe (marked grid) observes what the bare recipe does,
+    the same entities and tiles with no class image; with --grid it is refused."""
+    pytest.importorskip("stable_baselines3")
+    from procgen_entities.agents.checkpoint import make_env
+    from procgen_entities.tools.sb3_ppo import _env_config, _parse_args
+
+    recipe = _env_config(_parse_args(["climber"]))
+    assert recipe.grid and recipe.grid_entities  # what --no-grid has to undo
+    config = _env_config(_parse_args(["climber", "--no-grid"]))
+    assert config == _env_config(_parse_args(["climber", "--recipe", "none"]))
+    env = make_env(config, 2, 0, flatten=False)
+    assert "grid" not in env.reset(seed=0)[0] and "Column" in env.reset(seed=0)[0]
+    env.close()
+    with pytest.raises(SystemExit):
+        _env_config(_parse_args(["climber", "--no-grid", "--grid-entities"]))
+
+
 def test_entity_gym_act_takes_a_numpy_action() -> None:
     pytest.importorskip("entity_gym")
     from ragged_buffer import RaggedBufferI64

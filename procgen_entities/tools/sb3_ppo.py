@@ -5,7 +5,7 @@ checkpoints, resume, evaluate.
         [--mode easy|hard] [--num-levels 200] [--resume DIR] [--checkpoint-every N]
         [--ent-coef A[:B]] [--no-window] [--stale-support] [--no-normalize] [--eval-episodes N]
         [--tilemap MODE] [--cap TYPE=N ...] [--drop-feature NAME ...] [--policy mlp|attention]
-        [--grid] [--trust-pickle]
+        [--grid | --no-grid] [--trust-pickle]
         [--separate-value] [--mirror P]
         [--level-sampler uniform|plr [--plr-beta B] [--plr-rho R] [--plr-score positive|l1]
         [--plr-replay-prob P]] [--smoke]
@@ -23,7 +23,8 @@ pickled format is refused unless ``--trust-pickle`` (which converts it first). `
 A:B``: the entropy bonus goes linearly from A to B over the run. ``--policy attention``: SB3's
 ``MultiInputPolicy`` on the dict form with the entity encoder (gymnasium/policy.py: attention
 over the masked slots, inputs through symlog, so only rewards are normalised); ``--grid`` adds
-the camera square's class image, read by a small CNN (with the MLP: FlatGridExtractor).
+the camera square's class image, read by a small CNN (with the MLP: FlatGridExtractor);
+``--no-grid`` takes it away from a recipe that has it (the entities and tiles only).
 ``--separate-value``: the value head gets its own copy of the features extractor (with
 ``--grid``, its own CNN) instead of sharing the policy's, so the value loss no longer shapes the
 features the policy reads (Raileanu and Fergus, "Decoupling Value and Policy for Generalization
@@ -239,6 +240,9 @@ def _observation_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drop-feature", action="append", default=[], metavar="NAME",
                         help="leave an entity feature out of every type (e.g. y and height: "
                              "no absolute heights)")  # fmt: skip
+    parser.add_argument("--no-grid", action="store_true",
+                        help="no class image, where the game's recipe has one (its entities "
+                             "and tiles only)")  # fmt: skip
 
 
 def _recipe_args(parser: argparse.ArgumentParser) -> None:
@@ -335,6 +339,8 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
         from procgen_entities.features import global_feature_names
 
         globals_ = ["has_support" if g == "on_ground" else g for g in global_feature_names(info)]
+    if args.no_grid and (args.grid or args.grid_entities):
+        _fail("--no-grid takes the class image away: not with --grid or --grid-entities")
     tilemap = args.tilemap or info.training_tilemap
     if tilemap == "none":
         tilemap = None
@@ -342,8 +348,8 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
         game=args.game, distribution_mode=args.mode, num_levels=args.num_levels,
         tilemap=tilemap, entity_window=not args.no_window,
         global_features=globals_, max_entities=_caps(info, tilemap, args.cap) or None,
-        grid=args.grid or args.grid_entities or recipe.grid,
-        grid_entities=args.grid_entities or recipe.grid_entities,
+        grid=not args.no_grid and (args.grid or args.grid_entities or recipe.grid),
+        grid_entities=not args.no_grid and (args.grid_entities or recipe.grid_entities),
         drop_features=list(args.drop_feature) or None,
     )  # fmt: skip
 
