@@ -606,6 +606,8 @@ _GAME_LIST = [
     Game(
         name="fruitbot",
         anchors={"procgen_ppo": 28.49},
+        # taken as a prior (all entities), not screened: checkpoints/fruitbot (docs/training.md)
+        recipe=_ROGUENET_RECIPE,
         return_range=(-1.5, 32.4),  # train-procgen EASY_GAME_RANGES
         hazards=("Barrier", "LockedDoor"),  # fruitbot.cpp:96-116 (doors: hard mode)
         cpp_class="FruitBotGame",
