@@ -98,6 +98,11 @@ ABLATIONS["protocol-200-relative"] = [*PROTOCOL, "--drop-feature", "y", "--drop-
 # tiles only, the observation choice the protocol asks about, as a CNN over 200 levels' images
 # has layouts to memorise
 ABLATIONS["protocol-200-no-grid"] = [*PROTOCOL, "--no-grid"]
+# the two that kept the plain figure or moved it up at 5M (mirror 5.57, relative 5.45, plain
+# 5.41), together
+ABLATIONS["protocol-200-mirror-relative"] = [
+    *ABLATIONS["protocol-200-mirror"], "--drop-feature", "y", "--drop-feature", "height",
+]  # fmt: skip
 # issue 36: screens of a game with no recipe yet, under the lean learner: the marked grid
 # (the SB3 recipe of coinrun and climber), and RogueNet on the tiles as entities
 ABLATIONS["lean-marks-g999"] = ["--trainer", "lean", "--grid-entities", "--ppo", "gamma=0.999"]
