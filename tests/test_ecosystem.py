@@ -180,8 +180,9 @@ def test_sb3_ppo_no_grid_takes_the_recipes_image_away() -> None:
     config = _env_config(_parse_args(["climber", "--no-grid"]))
     assert config == _env_config(_parse_args(["climber", "--recipe", "none"]))
     env = make_env(config, 2, 0, flatten=False)
-    assert "grid" not in env.reset(seed=0)[0] and "Column" in env.reset(seed=0)[0]
+    obs = env.reset(seed=0)[0]
     env.close()
+    assert "grid" not in obs and "Column" in obs
     with pytest.raises(SystemExit):
         _env_config(_parse_args(["climber", "--no-grid", "--grid-entities"]))
 
