@@ -347,6 +347,11 @@ def _floats(*names: str) -> tuple[tuple[str, str], ...]:
     return tuple((n, "f") for n in names)
 
 
+#: The marked grid under the lean learner, gamma 0.999, the rate annealed to 0 (docs/training.md):
+#: climber's recipe, and jumper's, where the screen of the games without a training tilemap
+#: ran it first
+_MARKED_GRID_RECIPE = Recipe(grid=True, grid_entities=True, gamma=0.999, anneal_lr=True)
+
 #: The 2022 entity agent's RogueNet settings (enn-trainer), which won bigfish's 5M ablation
 #: (docs/training.md): the recipe of the all-entity games (no terrain), taken as a prior there
 _ROGUENET_RECIPE = Recipe(
@@ -512,7 +517,7 @@ _GAME_LIST = [
         exploration_level=1561126160,
         cpp_class="Climber",
         anchors={"procgen_ppo": 10.42, "pixel_ppo": 8.7, "roguenet_2022": 5.2},
-        recipe=Recipe(grid=True, grid_entities=True, gamma=0.999, anneal_lr=True),
+        recipe=_MARKED_GRID_RECIPE,
         column_terrain=("Wall", None),
         return_range=(2.0, 12.6),
         # columns: the side walls and floor are 16 Columns in a fixed layout and the runs are
@@ -675,7 +680,7 @@ _GAME_LIST = [
         support=Support(),
         # the screen of the seven games without a training tilemap (docs/training.md): the
         # marked grid shows the platforms and spikes the bare observation leaves out
-        recipe=Recipe(grid=True, grid_entities=True, gamma=0.999, anneal_lr=True),
+        recipe=_MARKED_GRID_RECIPE,
     ),
     Game(
         name="leaper",
