@@ -362,6 +362,29 @@ static pe_status camera_crop(const pe_obs_builder *b, const reader *r, work *w, 
     return PE_OK;
 }
 
+/* The class image's crop: the camera square, or (PE_IMAGE_PLAYER) image_size cells around the
+ * player's cell (entity record 0, procgen's agent), placed so that cell is the image's
+ * middle one. */
+static pe_status image_crop(const pe_obs_builder *b, const reader *r, work *w,
+                            const int32_t *camera, int32_t *crop) {
+    if (b->spec.image_centre != PE_IMAGE_PLAYER) {
+        memcpy(crop, camera, 4 * sizeof(int32_t));
+        return PE_OK;
+    }
+    if (r->n_entities < 1) return fail(w, PE_ERR_VALUE, "player");
+    double x = floor(field_value(r, r->records[0], PE_F_X));
+    double y = floor(field_value(r, r->records[0], PE_F_Y));
+    if (!isfinite(x) || !isfinite(y) || fabs(x) > 1073741824.0 || fabs(y) > 1073741824.0)
+        return fail(w, PE_ERR_VALUE, "player");
+    int32_t size = b->spec.image_size;
+    /* tm_class_image writes crop column c to image column c and crop row c to image row
+     * size - 1 - c, so the player's cell lands on column (size - 1) / 2 and row size / 2 */
+    crop[0] = (int32_t)x - (size - 1) / 2;
+    crop[1] = (int32_t)y - (size - 1) / 2;
+    crop[2] = crop[3] = size;
+    return PE_OK;
+}
+
 /* The grid as aligned int32 cells with at least the crop's rows: a live grid as it is, a
  * state's grid rows copied (they need not be aligned). */
 static const int32_t *window_grid(const reader *r, work *w, const int32_t *crop) {
@@ -485,9 +508,13 @@ static pe_status window(pe_obs_builder *b, work *w, reader *r, const pe_obs_out 
     if (s->tiles != NULL && tiles(b, r, w, crop, ref, grid, out, k, dropped) != PE_OK)
         return w->status;
     if (image) {
+        int32_t at[4];
+        if (image_crop(b, r, w, crop, at) != PE_OK) return w->status;
+        if ((at[1] != crop[1] || at[3] != crop[3]) && (grid = window_grid(r, w, at)) == NULL)
+            return fail(w, PE_ERR_MEMORY, "grid");
         uint8_t *img = out->image + k * (int64_t)s->image_size * s->image_size;
-        tm_class_image(grid, r->height, r->width, s->image, crop, s->image_size, img);
-        if (s->image_marks != NULL) mark_entities(b, r, crop, img);
+        tm_class_image(grid, r->height, r->width, s->image, at, s->image_size, img);
+        if (s->image_marks != NULL) mark_entities(b, r, at, img);
     }
     return PE_OK;
 }
@@ -555,7 +582,8 @@ static int check_spec(pe_obs_builder *b) {
             b->tile_nf[t] = tm_n_features((tm_mode)s->tile_mode, t, s->tiles->n_classes, 1);
     }
     if (s->image != NULL &&
-        (tm_check_spec(s->image) != TM_OK || s->image_size < 1 || s->image_size > TM_MAX_IMAGE))
+        (tm_check_spec(s->image) != TM_OK || s->image_size < 1 || s->image_size > TM_MAX_IMAGE ||
+         (s->image_centre != PE_IMAGE_CAMERA && s->image_centre != PE_IMAGE_PLAYER)))
         return 0;
     if (s->n_types != plan->n_slots + b->n_tile_types || s->n_types > PE_OBS_MAX_TYPES) return 0;
     for (int32_t t = 0; t < s->n_types; t++) {

@@ -60,6 +60,14 @@ typedef enum {
     PE_D_IS_TARGET = 1       /* plunder: item image_theme (clipped to 0..5) of target_vector */
 } pe_derived_feature;
 
+/* Where the class image is centred. */
+typedef enum {
+    PE_IMAGE_CAMERA = 0,     /* procgen's camera square, what the pixels show */
+    PE_IMAGE_PLAYER = 1      /* image_size cells around the player's cell (entity record 0): the
+                              * player's cell is the middle one (odd sizes; even: the one
+                              * right of and below the middle) wherever the camera is */
+} pe_image_centre;
+
 /* How an output type's rows are ranked for padding. */
 typedef struct {
     int32_t cap;          /* rows kept per state */
@@ -85,6 +93,7 @@ typedef struct {
     int32_t tile_mode, chunk;      /* tm_mode; tile types follow the slots */
     const tm_spec *image;          /* NULL: no class image */
     int32_t image_size;
+    int32_t image_centre;          /* pe_image_centre */
     const uint8_t *image_marks;    /* per slot: the value its entities' cells take in the image
                                     * over the tiles, the largest where several meet; 0: not
                                     * drawn (NULL: entities are not drawn) */

@@ -129,6 +129,8 @@ class Recipe:
     grid: bool = False
     #: the entities' cells marked in that image (EntityVectorEnv grid_entities)
     grid_entities: bool = False
+    #: where that image is centred (EntityVectorEnv grid_centre): "camera" or "player"
+    grid_centre: str = "camera"
     gamma: float = 0.99
     #: the learning rate falls linearly to 0 at the run's last step (sb3_ppo --anneal-lr)
     anneal_lr: bool = False
@@ -143,6 +145,12 @@ class Recipe:
             raise UsageError(f"recipe trainer must be sb3 or enn, not {self.trainer!r}")
         if self.grid_entities and not self.grid:
             raise UsageError("grid_entities needs grid")
+        if self.grid_centre not in ("camera", "player") or (
+            self.grid_centre != "camera" and not self.grid
+        ):
+            raise UsageError(
+                f"recipe grid_centre must be camera or player (with grid), not {self.grid_centre!r}"
+            )
 
 
 #: The agents docs/training.md measures ours against (Game.anchors), with where the figures are

@@ -55,6 +55,7 @@ from procgen_entities.tilemap import (
 
 __all__ = [
     "GLOBAL_KEY",
+    "GRID_CENTRES",
     "GRID_KEY",
     "MAX_ENTITY_CAP",
     "ArraySpec",
@@ -77,6 +78,10 @@ __all__ = [
 
 GLOBAL_KEY = "global"
 GRID_KEY = "grid"
+#: Where the class image is centred (csrc/observation.h pe_image_centre): "camera", procgen's
+#: camera square, what the pixels show; "player", the same number of cells around the player's
+#: cell, which is then the image's middle cell wherever the player is (an egocentric view)
+GRID_CENTRES: Dict[str, int] = dict(_collector.IMAGE_CENTRES)
 #: The largest ``max_entities`` cap (per type): 64x64 cells, a whole procgen grid. Caps are
 #: allocated for every env and type at once (10**7 would take 5.7 GB), so larger ones are refused.
 MAX_ENTITY_CAP = 64 * 64
@@ -198,7 +203,8 @@ class BuilderArgs:
     the states it is made for). ``derived``: pe_derived_feature per plan feature;
     ``target_vector``: the trailer vector of ``is_target`` (-1: none); ``types``: the plan's
     slots, then the tilemap types; ``global_ops``: [G, 3] (op, a, b); ``tiles``/``image``: the
-    tilemap types' and the class image's tile tables (None: none); ``marks``: with an image,
+    tilemap types' and the class image's tile tables (None: none); ``image_centre``:
+    pe_image_centre (``_collector.IMAGE_CENTRES``); ``marks``: with an image,
     per slot the value its entities' cells take (0: not drawn), or None; ``ragged``: None
     (padded), or per output type None (not returned) or the columns of its rows to return."""
 
@@ -216,6 +222,7 @@ class BuilderArgs:
     chunk: int = 0
     image: Optional[TileTable] = None
     image_size: int = 0
+    image_centre: int = 0
     marks: Optional[Bytes] = None
     ragged: Optional[Tuple[Optional[Int32s], ...]] = None
 
@@ -463,6 +470,7 @@ class ObservationSpec:
         tiles: Optional[CameraConverter] = None,
         images: Optional[CameraConverter] = None,
         grid_entities: bool = False,
+        grid_centre: str = "camera",
         tile_columns: Optional[Mapping[str, Int32s]] = None,
     ) -> None:
         """Use ``padded`` or ``ragged``; ``tile_columns`` (ragged): per requested tilemap type,
@@ -473,6 +481,7 @@ class ObservationSpec:
             name: _distance_columns(list(e.features)) for name, e in space.entities.items()
         }
         self.grid_marks = self._grid_marks() if grid_entities else ()
+        self.grid_centre = grid_centre
         self._tile_columns = dict(tile_columns or {})
         self.features: Dict[str, List[str]] = {}
         if layout is not None:
@@ -512,11 +521,12 @@ class ObservationSpec:
         grid: bool = False,
         grid_entities: bool = False,
         drop_features: Optional[Sequence[str]] = None,
+        grid_centre: str = "camera",
     ) -> "ObservationSpec":
         """EntityVectorEnv's observation (its docstring says what each option does).
         ``window``: the camera square's cells at the start (``window_of``), which sizes the
         tilemap types' caps and the class image."""
-        info = cls.check_padded(game, grid, grid_entities)
+        info = cls.check_padded(game, grid, grid_entities, grid_centre)
         window = _integer("window", window)
         if window < 1:
             raise UsageError(f"window must be >= 1 cells, got {window}")
@@ -535,10 +545,12 @@ class ObservationSpec:
         converter = CameraConverter(info.name, tilemap) if tilemap else None
         images = (converter or CameraConverter(info.name, "tiles")) if grid else None
         return cls(info, space, plan, n, layout=layout, tiles=converter, images=images,
-                   grid_entities=grid_entities)  # fmt: skip
+                   grid_entities=grid_entities, grid_centre=grid_centre)  # fmt: skip
 
     @staticmethod
-    def check_padded(game: Union[str, Game], grid: bool, grid_entities: bool) -> Game:
+    def check_padded(
+        game: Union[str, Game], grid: bool, grid_entities: bool, grid_centre: str = "camera"
+    ) -> Game:
         """The game, or a UsageError for ``padded`` options that cannot work together (what an
         adapter checks before procgen starts)."""
         info = get_game(game) if isinstance(game, str) else game
@@ -546,6 +558,11 @@ class ObservationSpec:
             raise UsageError(f"grid=True: {info.name} has no tiles (an entity-only game)")
         if grid_entities and not grid:
             raise UsageError("grid_entities=True draws entities into the grid: it needs grid=True")
+        if not isinstance(grid_centre, str) or grid_centre not in GRID_CENTRES:
+            raise UsageError(f"grid_centre must be one of {sorted(GRID_CENTRES)}, "
+                             f"got {grid_centre!r}")  # fmt: skip
+        if grid_centre != "camera" and not grid:
+            raise UsageError(f"grid_centre={grid_centre!r} places the grid: it needs grid=True")
         return info
 
     @staticmethod
@@ -611,6 +628,7 @@ class ObservationSpec:
             chunk=tiles.chunk if tiles is not None else 0,
             image=images.native_image_spec if images is not None else None,
             image_size=self.layout.grid_size if self.layout is not None else 0,
+            image_centre=GRID_CENTRES[self.grid_centre],
             marks=self.mark_values() if self.grid_marks else None,
             ragged=self._ragged_columns() if self.layout is None else None,
         )

@@ -106,6 +106,9 @@ ABLATIONS["protocol-200-mirror-relative"] = [*ABLATIONS["protocol-200-mirror"], 
 # (the SB3 recipe of coinrun and climber), and RogueNet on the tiles as entities
 ABLATIONS["lean-marks-g999"] = ["--trainer", "lean", "--grid-entities", "--ppo", "gamma=0.999"]
 ABLATIONS["roguenet-2022-tiles"] = [*ABLATIONS["roguenet-2022"], "--tilemap", "tiles"]
+# the same image around the player, for the games whose camera shows the whole level (maze,
+# heist, miner, chaser, leaper): the player is the middle cell in every level and every step
+ABLATIONS["lean-marks-ego-g999"] = [*ABLATIONS["lean-marks-g999"], "--grid-centre", "player"]
 # fruitbot: 25M of roguenet-2022 climbed slowly after 3M and reached the procgen authors' PPO's
 # 28.49 only at 24M (PPO is at 26.35 by 5M): the entropy bonus a fifth as large (a step sampled
 # into a barrier costs the episode), and a wider RogueNet (enn-trainer's own default width)

@@ -96,6 +96,7 @@ def episode_step(
 GLOBAL_OPS: Dict[str, int]
 MODE_BITS: Dict[str, int]
 DERIVED_IS_TARGET: int
+IMAGE_CENTRES: Dict[str, int]
 
 class ObservationBuilder:
     num_states: int

@@ -473,6 +473,7 @@ GLOBAL_OPS = {"scalar": PE_G_SCALAR, "trailer": PE_G_TRAILER, "step_fraction": P
               "difference": PE_G_DIFFERENCE, "is_zero": PE_G_IS_ZERO,
               "vector_item": PE_G_VECTOR_ITEM, "on_ground": PE_G_ON_GROUND}
 DERIVED_IS_TARGET = PE_D_IS_TARGET
+IMAGE_CENTRES = {"camera": PE_IMAGE_CAMERA, "player": PE_IMAGE_PLAYER}
 #: The bit of each distribution mode in an entity plan's ``windowed`` masks (csrc/state_set.h
 #: pe_mode_bit; "other": a code no mode has).
 MODE_BITS = {"easy": PE_MODE_EASY_BIT, "hard": PE_MODE_HARD_BIT,
@@ -552,6 +553,7 @@ cdef class ObservationBuilder:
                 raise UsageError("marks need an image and one value per entity slot")
         self.spec.tiles = NULL
         self.spec.image = NULL
+        self.spec.image_centre = PE_IMAGE_CAMERA
         if args.tiles is not None:
             _tile_spec(&self.tiles, args.tiles)
             self.spec.tiles = &self.tiles
@@ -560,6 +562,7 @@ cdef class ObservationBuilder:
             _tile_spec(&self.image, args.image)
             self.spec.image = &self.image
             self.spec.image_size = args.image_size
+            self.spec.image_centre = args.image_centre
             self.image_size = args.image_size
         self.spec.image_marks = &mark_values[0] if args.marks is not None and n_slots else NULL
         return 0

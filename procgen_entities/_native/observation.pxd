@@ -32,6 +32,10 @@ cdef extern from "observation.h" nogil:
         PE_D_NONE
         PE_D_IS_TARGET
 
+    ctypedef enum pe_image_centre:
+        PE_IMAGE_CAMERA
+        PE_IMAGE_PLAYER
+
     ctypedef struct pe_obs_type:
         int32_t cap
         int32_t width
@@ -52,6 +56,7 @@ cdef extern from "observation.h" nogil:
         int32_t tile_mode, chunk
         const tm_spec *image
         int32_t image_size
+        int32_t image_centre
         const uint8_t *image_marks
         int32_t n_types
         pe_obs_type types[PE_OBS_MAX_TYPES]

@@ -120,6 +120,7 @@ class EnvConfig:
     grid: bool = False  # the camera square's class image (EntityVectorEnv(grid=True))
     grid_entities: bool = False  # the entities' cells marked in it (EntityVectorEnv)
     drop_features: Optional[list] = None  # entity features left out (EntityVectorEnv)
+    grid_centre: str = "camera"  # where the class image is centred (EntityVectorEnv)
 
     def env_kwargs(self) -> Dict[str, Any]:
         kwargs = asdict(self)
@@ -127,11 +128,13 @@ class EnvConfig:
         return kwargs
 
     def record(self) -> Dict[str, Any]:
-        """What env.json's "env" holds: every field, but ``drop_features`` only where set (so
-        the records of runs without it stay what they were)."""
+        """What env.json's "env" holds: every field, but ``drop_features`` and ``grid_centre``
+        only where set (so the records of runs without them stay what they were)."""
         record = asdict(self)
         if record["drop_features"] is None:
             record.pop("drop_features")
+        if record["grid_centre"] == "camera":
+            record.pop("grid_centre")
         return record
 
 

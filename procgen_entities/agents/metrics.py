@@ -50,6 +50,8 @@ def _policy_label(meta: Dict[str, Any]) -> str:
     env = meta.get("env_config") or {}
     if env.get("grid"):
         policy += " + grid" + (" with entities" if env.get("grid_entities") else "")
+        if env.get("grid_centre", "camera") != "camera":
+            policy += f" around the {env['grid_centre']}"
     if meta.get("grid_cnn", "small") != "small":
         policy += f" ({meta['grid_cnn']} CNN)"
     if meta.get("separate_value"):

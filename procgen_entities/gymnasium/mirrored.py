@@ -7,7 +7,8 @@ for the level reflected about the middle of its world, and plays the agent's act
 whole episode: the real level and the mirrored one are the same game with x -> width - x
 (games.Mirror says which games, and why). The observation's mirror, per entity slot that holds
 an entity: the ``positions`` features become ``width - value``, the ``negated`` ones change sign;
-the class image's columns are reversed (the camera square is centred on the mirror line); the
+the class image's columns are reversed (the camera square is centred on the mirror line, and a
+square around the player of an odd size on the player's column); the
 masks, the types, the padded slots and every other feature are unchanged. The tilemap types'
 slots (nearest the camera's centre first, ties in the builder's row order: bottom row first,
 then left to right) are ranked again as the builder ranks the mirrored level's, so a slot holds
@@ -113,8 +114,12 @@ class MirrorTransform:
             raise UsageError(f"{game.name}: no mirror width for distribution mode {mode!r} "
                              f"(declared: {', '.join(mirror.width)})")  # fmt: skip
         self.width = float(mirror.width[mode])
-        tiles = set(spec.tiles.names) if spec.tiles is not None else set()
         layout = spec.padded_layout
+        if spec.grid_centre == "player" and layout.grid_size % 2 == 0:
+            # the player's cell is column (S - 1) // 2: reversed columns put it one to the right
+            raise UsageError(f"a grid around the player mirrors only at odd sizes, this one has "
+                             f"{layout.grid_size} columns")  # fmt: skip
+        tiles = set(spec.tiles.names) if spec.tiles is not None else set()
         self._types = [
             _TypeMirror(name, features, mirror, name in tiles)
             for name, features in layout.feature_names().items()

@@ -76,6 +76,10 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
     the largest wins), the image procgen's pixels give a CNN. ``drop_features``: entity
     features left out of every type that has them (``("y", "height")``: no absolute heights,
     only positions relative to the player or the camera; the slots are still ranked by them).
+    ``grid_centre="player"`` (with ``grid``): the S x S cells around the player's cell instead
+    of the camera square, the player's cell the middle one (column (S - 1) // 2, row S // 2)
+    wherever it is, cells outside the level as the game's out-of-bounds tile: an egocentric
+    view for the games whose camera shows the whole level (maze, heist, miner, chaser).
     Actions: procgen's 15
     (``metadata["action_labels"]``). Other keywords go to the stepper / procgen
     (distribution_mode (procgen's default: hard), num_levels, start_level, num_threads, ...).
@@ -106,6 +110,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         grid: bool = False,
         grid_entities: bool = False,
         drop_features: Optional[Sequence[str]] = None,
+        grid_centre: str = "camera",
         engine: str = "auto",
         seed: Optional[int] = None,
         autoreset_mode: Union[AutoresetMode, str, None] = None,
@@ -113,7 +118,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         stats_key: str = "episode_stats",
         **options: Any,
     ) -> None:
-        _check_arguments(game, render_mode, grid, grid_entities)  # before procgen starts
+        _check_arguments(game, render_mode, grid, grid_entities, grid_centre)  # before procgen
         self.stats_key = stats_key
         self._stepper = ProcgenStepper(game, num_envs, engine=engine, seed=seed, **options)
         self._stepper.owner = type(self).__name__  # the name its errors give
@@ -127,7 +132,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
             self.game, num_envs, window=ObservationSpec.window_of(self._stepper.step_values()),
             max_entities=max_entities, tilemap=tilemap, relative_positions=relative_positions,
             entity_window=entity_window, global_features=global_features, grid=grid,
-            grid_entities=grid_entities, drop_features=drop_features,
+            grid_entities=grid_entities, drop_features=drop_features, grid_centre=grid_centre,
         )  # fmt: skip
         self._layout: PaddedObservation = self._spec.padded_layout
         self.grid_marks = self._spec.grid_marks
@@ -367,12 +372,14 @@ RESET_OPTIONS = ("reset_mask", "states")
 RENDER_MODES = ("rgb_array", None)
 
 
-def _check_arguments(game: str, render_mode: Any, grid: bool, grid_entities: bool) -> None:
+def _check_arguments(
+    game: str, render_mode: Any, grid: bool, grid_entities: bool, grid_centre: str
+) -> None:
     """UsageError for EntityVectorEnv arguments that cannot work together."""
     if render_mode not in RENDER_MODES:
         raise UsageError(f"render_mode must be 'rgb_array' (frames as arrays, from render()) "
                          f"or None, got {render_mode!r}: no window is drawn")  # fmt: skip
-    ObservationSpec.check_padded(game, grid, grid_entities)
+    ObservationSpec.check_padded(game, grid, grid_entities, grid_centre)
 
 
 def _reset_options(options: Any) -> Mapping[str, Any]:

@@ -205,6 +205,10 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     )
     parser.add_argument("--grid-entities", action="store_true",
                         help="--grid with the entities' cells marked in it")  # fmt: skip
+    parser.add_argument("--grid-centre", choices=("camera", "player"),
+                        help="the grid's centre: the camera square (what the pixels show) or "
+                             "the same cells around the player (egocentric); default: the "
+                             "recipe's")  # fmt: skip
     parser.add_argument("--grid-cnn", choices=("small", "deep"), default="small",
                         help="the CNN over the grid (policy.GRID_CNNS)")  # fmt: skip
     parser.add_argument("--separate-value", action="store_true",
@@ -341,6 +345,10 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
         globals_ = ["has_support" if g == "on_ground" else g for g in global_feature_names(info)]
     if args.no_grid and (args.grid or args.grid_entities):
         _fail("--no-grid takes the class image away: not with --grid or --grid-entities")
+    grid = not args.no_grid and (args.grid or args.grid_entities or recipe.grid)
+    centre = args.grid_centre or (recipe.grid_centre if grid else "camera")
+    if centre != "camera" and not grid:
+        _fail(f"--grid-centre {centre} places the class image: it needs a grid")
     tilemap = args.tilemap or info.training_tilemap
     if tilemap == "none":
         tilemap = None
@@ -348,9 +356,9 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
         game=args.game, distribution_mode=args.mode, num_levels=args.num_levels,
         tilemap=tilemap, entity_window=not args.no_window,
         global_features=globals_, max_entities=_caps(info, tilemap, args.cap) or None,
-        grid=not args.no_grid and (args.grid or args.grid_entities or recipe.grid),
+        grid=grid,
         grid_entities=not args.no_grid and (args.grid_entities or recipe.grid_entities),
-        drop_features=list(args.drop_feature) or None,
+        drop_features=list(args.drop_feature) or None, grid_centre=centre,
     )  # fmt: skip
 
 
