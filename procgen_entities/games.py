@@ -10,7 +10,7 @@ Layouts follow docs/state-format.md (procgen 0.10.7).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from types import MappingProxyType
@@ -359,6 +359,9 @@ def _floats(*names: str) -> tuple[tuple[str, str], ...]:
 #: climber's recipe, and jumper's, where the screen of the games without a training tilemap
 #: ran it first
 _MARKED_GRID_RECIPE = Recipe(grid=True, grid_entities=True, gamma=0.999, anneal_lr=True)
+#: The same around the player (grid_centre "player"), for the games whose camera shows the whole
+#: level: it won their 2M screen against the camera image (docs/training.md, issue 36)
+_PLAYER_GRID_RECIPE = replace(_MARKED_GRID_RECIPE, grid_centre="player")
 
 #: The 2022 entity agent's RogueNet settings (enn-trainer), which won bigfish's 5M ablation
 #: (docs/training.md): the recipe of the all-entity games (no terrain), taken as a prior there
@@ -729,6 +732,7 @@ _GAME_LIST = [
         # miner.cpp:271-292: a falling boulder or diamond in the cell above the player's
         # ends it (agents/evaluation.py tests that cell, not a touch)
         hazards=("MovingBoulder", "MovingDiamond"),
+        recipe=_PLAYER_GRID_RECIPE,
         cpp_class="MinerGame",
         modes=("easy", "hard", "memory"),
         trailer=_ints("diamonds_remaining"),
