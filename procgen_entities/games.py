@@ -654,6 +654,7 @@ _GAME_LIST = [
         return_range=(3.5, 10.0),  # train-procgen EASY_GAME_RANGES
         # no hazards: only the exit ends an episode before the time limit (heist.cpp:80-96)
         exploration_level=876640971,
+        recipe=_PLAYER_GRID_RECIPE,
         cpp_class="HeistGame",
         modes=("easy", "hard", "memory"),
         trailer=_ints("num_keys", "world_dim") + (("has_keys", "vb"),),
