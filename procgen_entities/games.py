@@ -717,6 +717,7 @@ _GAME_LIST = [
         return_range=(5.0, 10.0),  # train-procgen EASY_GAME_RANGES
         # no hazards: only the goal ends an episode before the time limit (maze.cpp:105-123)
         exploration_level=158988835,
+        recipe=_PLAYER_GRID_RECIPE,
         cpp_class="MazeGame",
         modes=("easy", "hard", "memory"),
         trailer=_ints("maze_dim", "world_dim"),
