@@ -79,7 +79,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
     ``grid_centre="player"`` (with ``grid``): the S x S cells around the player's cell instead
     of the camera square, the player's cell the middle one (column (S - 1) // 2, row S // 2)
     wherever it is, cells outside the level as the game's out-of-bounds tile: an egocentric
-    view for the games whose camera shows the whole level (maze, heist, miner, chaser).
+    view for the games whose camera shows the whole level (maze, heist, miner, chaser, leaper).
     Actions: procgen's 15
     (``metadata["action_labels"]``). Other keywords go to the stepper / procgen
     (distribution_mode (procgen's default: hard), num_levels, start_level, num_threads, ...).
