@@ -237,6 +237,72 @@ def test_sampled_numpy_actions_follow_the_softmax() -> None:
     assert (policy.act(obs) == 0).all()
 
 
+def _sampled_actions(folder: Path, seed: int, backend: str, torch_seed: int) -> list:
+    """The actions of 30 sampled steps of 8 envs (seed 41), torch's global generator reseeded
+    first with ``torch_seed``, which a seeded policy must not read."""
+    import torch
+
+    from procgen_entities.agents.checkpoint import wants_dict_observation
+
+    torch.manual_seed(torch_seed)
+    policy = load_policy(folder, deterministic=False, backend=backend, seed=seed)
+    env = make_env(Checkpoint.load(folder).env, 8, seed=41,
+                   flatten=not wants_dict_observation(folder))  # fmt: skip
+    obs, _ = env.reset(seed=41)
+    actions = []
+    for _ in range(30):
+        actions.append(policy(obs).tolist())
+        obs = env.step(np.array(actions[-1]))[0]
+    env.close()
+    return actions
+
+
+@pytest.mark.live
+@pytest.mark.parametrize(
+    ("name", "need"),
+    [
+        ("coinrun-15m", "stable_baselines3"),
+        ("coinrun", "stable_baselines3"),
+        ("starpilot", "enn_trainer"),
+    ],  # fmt: skip
+)
+def test_a_sampled_policy_repeats_on_its_seed(name: str, need: str) -> None:
+    """A sampled checkpoint's actions depend on ``seed`` alone (evaluate --seed), not on
+    torch's global generator, for SB3's torch policy (flat and dict form) and the RogueNet;
+    another seed plays other episodes."""
+    pytest.importorskip(need)
+    folder = REPO / "checkpoints" / name
+    backend = "torch" if need == "stable_baselines3" else "auto"
+    first = _sampled_actions(folder, 3, backend, torch_seed=100)
+    assert _sampled_actions(folder, 3, backend, torch_seed=200) == first
+    assert _sampled_actions(folder, 4, backend, torch_seed=100) != first
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("name", ["coinrun-15m", "coinrun"])
+def test_both_backends_sample_the_same_actions_from_a_seed(name: str) -> None:
+    """On the same observations the torch and numpy backends, seeded alike, draw the same
+    actions but where float rounding moves a logit across a draw (rare: at most 1 in 200)."""
+    pytest.importorskip("stable_baselines3")
+    from procgen_entities.agents.checkpoint import wants_dict_observation
+
+    folder = REPO / "checkpoints" / name
+    env = make_env(Checkpoint.load(folder).env, 32, seed=9,
+                   flatten=not wants_dict_observation(folder))  # fmt: skip
+    policies = [load_policy(folder, deterministic=False, backend=b, seed=11)
+                for b in ("torch", "numpy")]  # fmt: skip
+    obs, _ = env.reset(seed=9)
+    same = total = 0
+    for _ in range(40):
+        actions = [policy(obs) for policy in policies]
+        same += int((actions[0] == actions[1]).sum())
+        total += len(actions[0])
+        obs = env.step(actions[0])[0]
+    env.close()
+    assert same >= total * 0.995, (same, total)
+    assert len(set(np.concatenate(actions).tolist())) > 1  # sampled, not one greedy action
+
+
 def _old_format(tmp: Path) -> Path:
     """An old pickled folder (policy.pth, vecnormalize.pkl) made from the committed flat coinrun
     checkpoint, as tools/sb3_ppo.py wrote them before the data format."""

@@ -46,6 +46,7 @@ from procgen_entities.agents.numpy_policy import (
     FlatGridPolicy,
     MlpPolicy,
     Normalizer,
+    choose_actions,
     read_npz,
 )
 from procgen_entities.errors import ProcgenEntitiesError, UsageError
@@ -578,7 +579,9 @@ class CheckpointPolicy:
         return f"CheckpointPolicy(flatten={self.flatten})"
 
 
-def _load_enn(folder: Path, checkpoint: Checkpoint, deterministic: bool) -> CheckpointPolicy:
+def _load_enn(
+    folder: Path, checkpoint: Checkpoint, deterministic: bool, seed: Optional[int]
+) -> CheckpointPolicy:
     """An enn-trainer checkpoint's RogueNet (it reads the padded dict form)."""
     from procgen_entities.agents.enn_policy import ENN_FOLDER, load_enn_policy
 
@@ -592,7 +595,8 @@ def _load_enn(folder: Path, checkpoint: Checkpoint, deterministic: bool) -> Chec
     names = probe.metadata["feature_names"]
     probe.close()
     actor = checkpoint.trainer.get("actor", "global")
-    act = load_enn_policy(folder, names, actor, deterministic=deterministic)
+    rng = None if deterministic else np.random.default_rng(seed)
+    act = load_enn_policy(folder, names, actor, deterministic=deterministic, rng=rng)
     return CheckpointPolicy(act, flatten=False)
 
 
@@ -653,14 +657,15 @@ def load_policy(
     policy's ``flatten`` says which).
 
     ``backend`` (SB3 checkpoints): "torch" (SB3's own policy), "numpy" (agents/numpy_policy.py,
-    no torch needed) or "auto" (torch when torch and SB3 are installed). ``seed``: the numpy
-    backend's sampling generator (``deterministic=False``)."""
+    no torch needed) or "auto" (torch when torch and SB3 are installed). ``seed``: the sampling
+    generator (``deterministic=False``; both SB3 backends and the RogueNet draw from it through
+    ``choose_actions``, so the same seed gives the same actions up to float rounding)."""
     folder = Path(folder)
     checkpoint = Checkpoint.load(folder)
     from procgen_entities.agents.enn_policy import ENN_FOLDER
 
     if (folder / ENN_FOLDER).is_dir():
-        return _load_enn(folder, checkpoint, deterministic)
+        return _load_enn(folder, checkpoint, deterministic, seed)
     spec = read_spec(folder)
     normalize: Callable[[np.ndarray], np.ndarray] = lambda obs: obs  # noqa: E731
     if checkpoint.normalize:
@@ -680,8 +685,8 @@ def load_policy(
     values = declared_values(folder, spec, observation)  # bounded before anything is built
     # the dict form's key order is the space's (the extractors flatten in it)
     space = observation if multi else None
+    rng = None if deterministic else np.random.default_rng(seed)
     if numpy_backend:
-        rng = None if deterministic else np.random.default_rng(seed)
         return _numpy_policy(folder, spec, space, normalize, rng, values)
     try:
         model = build_sb3_policy(spec, _torch_state(folder, values), space)
@@ -691,7 +696,11 @@ def load_policy(
         raise CheckpointError(f"{where}{message}") from None
 
     def policy(obs: np.ndarray) -> np.ndarray:
-        return model.predict(normalize(obs), deterministic=deterministic)[0]  # type: ignore[no-any-return]
+        if rng is None:
+            return model.predict(normalize(obs), deterministic=True)[0]  # type: ignore[no-any-return]
+        # drawn from ``seed`` as the numpy backend draws, not from torch's global generator:
+        # a sampled evaluation repeats on its seed, whatever ran before it in the process
+        return choose_actions(torch_logits(model, normalize(obs)), rng)
 
     return CheckpointPolicy(policy, flatten=flat)
 

@@ -14,9 +14,11 @@ equal those on ProcgenVecEnv's own observation).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping
+from typing import Any, Callable, Dict, Mapping, Optional
 
 import numpy as np
+
+from procgen_entities.agents.numpy_policy import choose_actions
 
 __all__ = ["ENN_FOLDER", "load_enn_policy", "vec_obs_from_padded"]
 
@@ -60,10 +62,16 @@ def vec_obs_from_padded(
 
 
 def load_enn_policy(
-    folder: Path, names: Mapping[str, tuple], actor: str, *, deterministic: bool = True
+    folder: Path,
+    names: Mapping[str, tuple],
+    actor: str,
+    *,
+    deterministic: bool = True,
+    rng: Optional[np.random.Generator] = None,
 ) -> Callable[[Mapping[str, np.ndarray]], np.ndarray]:
     """The RogueNet of ``folder/enn`` as a function of a batch of padded dict observations
-    (argmax of its logits, or sampled)."""
+    (argmax of its logits, or sampled: from ``rng`` as the SB3 policies sample,
+    numpy_policy.choose_actions, where given, else from torch's global generator)."""
     import torch
     from enn_trainer import load_checkpoint
     from entity_gym.simple_trace import Tracer
@@ -82,6 +90,9 @@ def load_enn_policy(
             )
         if deterministic:
             return logits[ACTION_NAME].argmax(dim=-1).cpu().numpy()  # type: ignore[no-any-return]
+        if rng is not None:
+            z = logits[ACTION_NAME].cpu().numpy()
+            return choose_actions(z.reshape(-1, z.shape[-1]), rng)
         return actions[ACTION_NAME].as_array().reshape(-1)  # type: ignore[no-any-return]
 
     return policy

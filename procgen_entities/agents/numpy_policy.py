@@ -25,6 +25,7 @@ from procgen_entities.files import open_regular
 
 __all__ = [
     "ACTIVATIONS",
+    "choose_actions",
     "DICT_NORMALIZER_FILE",
     "DictNormalizer",
     "FlatGridPolicy",
@@ -238,14 +239,20 @@ class MlpPolicy:
 
     def act(self, obs: np.ndarray, rng: Optional[np.random.Generator] = None) -> np.ndarray:
         """Greedy actions (``rng`` None), else sampled from the logits' softmax."""
-        logits = self.logits(obs)
-        if rng is None:
-            return logits.argmax(axis=1)  # type: ignore[no-any-return]
-        z = logits.astype(np.float64)
-        p = np.exp(z - z.max(axis=1, keepdims=True))
-        cumulative = np.cumsum(p / p.sum(axis=1, keepdims=True), axis=1)
-        u = rng.random((len(z), 1))
-        return np.minimum((cumulative < u).sum(axis=1), z.shape[1] - 1)
+        return choose_actions(self.logits(obs), rng)
+
+
+def choose_actions(logits: np.ndarray, rng: Optional[np.random.Generator] = None) -> np.ndarray:
+    """The argmax of each row of ``logits`` [n, actions] (``rng`` None), else one draw of its
+    softmax by inverting the cumulative distribution with one ``rng.random()`` per row: both
+    backends sample through it, so a seed gives the same draws whichever computed the logits."""
+    if rng is None:
+        return logits.argmax(axis=1)  # type: ignore[no-any-return]
+    z = logits.astype(np.float64)
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    cumulative = np.cumsum(p / p.sum(axis=1, keepdims=True), axis=1)
+    u = rng.random((len(z), 1))
+    return np.minimum((cumulative < u).sum(axis=1), z.shape[1] - 1)
 
 
 def _conv3x3_stride2(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:

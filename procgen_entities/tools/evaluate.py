@@ -17,7 +17,8 @@ of the game's hazards as the terminal state shows it, see death_cause, timeout, 
 last line is the checkpoint's ``completion <percent>% return <mean> over <N> episodes``.
 ``--json FILE`` writes the table. At most ``--batch`` envs (default 256) run at once: more
 episodes run in batches on the same levels, with the same results (the random baseline's draws
-too; a ``--sampled`` checkpoint draws its actions per batch, so its figures move within their
+too; a ``--sampled`` checkpoint draws its actions from ``--seed`` batch after batch, so the same
+seed and ``--batch`` repeat its figures exactly, and another ``--batch`` moves them within their
 noise). A checkpoint is an SB3 one (tools/sb3_ppo.py; data files only, see agents/checkpoint.py)
 or an enn-trainer one (``python -m procgen_entities.train`` writes ``DIR/checkpoint``;
 agents/enn_policy.py). ``--backend numpy`` runs an SB3 checkpoint without torch (the default,
