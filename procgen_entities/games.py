@@ -710,6 +710,7 @@ _GAME_LIST = [
         features=("x", "y", "vx", "vy", "rx"),
         tiles={"Road": (2,), "Water": (3,)},
         global_features=("goal_y",),
+        recipe=_PLAYER_GRID_RECIPE,
     ),
     Game(
         name="maze",

@@ -132,8 +132,8 @@ def test_the_trained_games_have_committed_checkpoints() -> None:
     names = [p.name for p in CHECKPOINTS]
     assert names == [
         "bigfish", "bigfish-200", "bossfight", "climber", "climber-200", "coinrun", "coinrun-15m",
-        "coinrun-200", "dodgeball", "fruitbot", "heist", "jumper", "maze", "miner", "ninja",
-        "ninja-200", "plunder", "starpilot", "starpilot-200",
+        "coinrun-200", "dodgeball", "fruitbot", "heist", "jumper", "leaper", "maze", "miner",
+        "ninja", "ninja-200", "plunder", "starpilot", "starpilot-200",
     ]  # fmt: skip
 
 
