@@ -111,7 +111,7 @@ def test_sb3_ppo_trains_checkpoints_and_resumes_with_the_lean_learner(tmp_path) 
 
 
 @pytest.mark.parametrize(
-    "game", ["coinrun", "ninja", "climber", "jumper", "miner", "heist", "maze", "leaper"]
+    "game", ["coinrun", "ninja", "climber", "jumper", "miner", "heist", "maze", "leaper", "chaser"]
 )
 def test_sb3_ppo_game_with_no_flags_trains_the_committed_recipe(game: str, tmp_path) -> None:
     from procgen_entities.agents.checkpoint import Checkpoint
