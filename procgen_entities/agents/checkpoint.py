@@ -580,9 +580,10 @@ class CheckpointPolicy:
 
 
 def _load_enn(
-    folder: Path, checkpoint: Checkpoint, deterministic: bool, seed: Optional[int]
+    folder: Path, checkpoint: Checkpoint, rng: Optional[np.random.Generator]
 ) -> CheckpointPolicy:
-    """An enn-trainer checkpoint's RogueNet (it reads the padded dict form)."""
+    """An enn-trainer checkpoint's RogueNet (it reads the padded dict form), greedy where
+    ``rng`` is None."""
     from procgen_entities.agents.enn_policy import ENN_FOLDER, load_enn_policy
 
     # hyperstate keeps the state as msgpack and the config as ron (data); its legacy
@@ -595,8 +596,7 @@ def _load_enn(
     names = probe.metadata["feature_names"]
     probe.close()
     actor = checkpoint.trainer.get("actor", "global")
-    rng = None if deterministic else np.random.default_rng(seed)
-    act = load_enn_policy(folder, names, actor, deterministic=deterministic, rng=rng)
+    act = load_enn_policy(folder, names, actor, deterministic=rng is None, rng=rng)
     return CheckpointPolicy(act, flatten=False)
 
 
@@ -664,8 +664,9 @@ def load_policy(
     checkpoint = Checkpoint.load(folder)
     from procgen_entities.agents.enn_policy import ENN_FOLDER
 
+    rng = None if deterministic else np.random.default_rng(seed)
     if (folder / ENN_FOLDER).is_dir():
-        return _load_enn(folder, checkpoint, deterministic, seed)
+        return _load_enn(folder, checkpoint, rng)
     spec = read_spec(folder)
     normalize: Callable[[np.ndarray], np.ndarray] = lambda obs: obs  # noqa: E731
     if checkpoint.normalize:
@@ -685,7 +686,6 @@ def load_policy(
     values = declared_values(folder, spec, observation)  # bounded before anything is built
     # the dict form's key order is the space's (the extractors flatten in it)
     space = observation if multi else None
-    rng = None if deterministic else np.random.default_rng(seed)
     if numpy_backend:
         return _numpy_policy(folder, spec, space, normalize, rng, values)
     try:

@@ -25,7 +25,6 @@ from procgen_entities.files import open_regular
 
 __all__ = [
     "ACTIVATIONS",
-    "choose_actions",
     "DICT_NORMALIZER_FILE",
     "DictNormalizer",
     "FlatGridPolicy",
@@ -34,6 +33,7 @@ __all__ = [
     "MlpPolicy",
     "NORMALIZER_FILE",
     "Normalizer",
+    "choose_actions",
     "read_npz",
 ]
 
