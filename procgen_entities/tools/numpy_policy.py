@@ -11,6 +11,7 @@ from procgen_entities.agents.numpy_policy import (
     FlatGridPolicy,
     MlpPolicy,
     Normalizer,
+    choose_actions,
     read_npz,
 )
 
@@ -24,5 +25,6 @@ __all__ = [
     "MlpPolicy",
     "NORMALIZER_FILE",
     "Normalizer",
+    "choose_actions",
     "read_npz",
 ]
