@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from types import MappingProxyType
-from typing import Mapping
+from typing import Mapping, Optional
 
 from procgen_entities._native._parser import ENTITY_RECORD
 from procgen_entities.errors import UsageError
@@ -131,6 +131,8 @@ class Recipe:
     grid_entities: bool = False
     #: where that image is centred (EntityVectorEnv grid_centre): "camera" or "player"
     grid_centre: str = "camera"
+    #: that image's cells a side (EntityVectorEnv grid_size); None: the camera square's
+    grid_size: Optional[int] = None
     gamma: float = 0.99
     #: the learning rate falls linearly to 0 at the run's last step (sb3_ppo --anneal-lr)
     anneal_lr: bool = False
@@ -151,6 +153,10 @@ class Recipe:
             raise UsageError(
                 f"recipe grid_centre must be camera or player (with grid), not {self.grid_centre!r}"
             )
+        if self.grid_size is not None and (
+            type(self.grid_size) is not int or self.grid_size < 1 or not self.grid
+        ):
+            raise UsageError(f"recipe grid_size must be >= 1 cells (with grid): {self.grid_size!r}")
 
 
 #: The agents docs/training.md measures ours against (Game.anchors), with where the figures are
@@ -483,6 +489,9 @@ _GAME_LIST = [
         ignored_types={9: "exhaust (cosmetic)"},
         tiles={"Wall": (8,)},
         out_of_bounds_tile=8,
+        # jumper's (its camera follows the player too): the marked grid shows the cave walls
+        # the bare observation leaves out; it led the 2M screen (docs/training.md)
+        recipe=_MARKED_GRID_RECIPE,
     ),  # fmt: skip
     Game(
         name="chaser",

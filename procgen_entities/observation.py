@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type, Un
 import numpy as np
 import numpy.typing as npt
 
-from procgen_entities._native import _collector
+from procgen_entities._native import _collector, _tilemap
 from procgen_entities._native._parser import GameSpec
 from procgen_entities.errors import UsageError
 from procgen_entities.features import (
@@ -58,6 +58,7 @@ __all__ = [
     "GRID_CENTRES",
     "GRID_KEY",
     "MAX_ENTITY_CAP",
+    "MAX_GRID_SIZE",
     "ArraySpec",
     "BuilderArgs",
     "BuilderArrays",
@@ -82,6 +83,8 @@ GRID_KEY = "grid"
 #: camera square, what the pixels show; "player", the same number of cells around the player's
 #: cell, which is then the image's middle cell wherever the player is (an egocentric view)
 GRID_CENTRES: Dict[str, int] = dict(_collector.IMAGE_CENTRES)
+#: The largest class image the native builder draws (csrc/tilemap.h TM_MAX_IMAGE), in cells a side.
+MAX_GRID_SIZE: int = _tilemap.MAX_IMAGE
 #: The largest ``max_entities`` cap (per type): 64x64 cells, a whole procgen grid. Caps are
 #: allocated for every env and type at once (10**7 would take 5.7 GB), so larger ones are refused.
 MAX_ENTITY_CAP = 64 * 64
@@ -148,6 +151,14 @@ def _cap(name: str, value: object) -> int:
             "rows per env and entity type; no procgen level has more)"
         )
     return cap
+
+
+def _check_grid_size(size: object) -> int:
+    """``grid_size`` as an int in [1, MAX_GRID_SIZE], or a UsageError."""
+    size = _integer("grid_size", size)
+    if not 1 <= size <= MAX_GRID_SIZE:
+        raise UsageError(f"grid_size must be in [1, {MAX_GRID_SIZE}] cells, got {size}")
+    return size
 
 
 def _integer(name: str, value: object) -> int:
@@ -522,11 +533,12 @@ class ObservationSpec:
         grid_entities: bool = False,
         drop_features: Optional[Sequence[str]] = None,
         grid_centre: str = "camera",
+        grid_size: Optional[int] = None,
     ) -> "ObservationSpec":
         """EntityVectorEnv's observation (its docstring says what each option does).
         ``window``: the camera square's cells at the start (``window_of``), which sizes the
-        tilemap types' caps and the class image."""
-        info = cls.check_padded(game, grid, grid_entities, grid_centre)
+        tilemap types' caps and (``grid_size`` None) the class image."""
+        info = cls.check_padded(game, grid, grid_entities, grid_centre, grid_size)
         window = _integer("window", window)
         if window < 1:
             raise UsageError(f"window must be >= 1 cells, got {window}")
@@ -540,7 +552,8 @@ class ObservationSpec:
         tiles = tile_caps(tilemap, list(tile_entities), window, DEFAULT_CHUNK)
         caps = resolve_caps(info, space, max_entities, tiles)
         dropped = _dropped(info, space, drop_features)
-        layout = PaddedObservation(space, caps, _count("n", n), window if grid else 0, dropped)
+        image = (grid_size or window) if grid else 0
+        layout = PaddedObservation(space, caps, _count("n", n), image, dropped)
         plan = EntityPlan(info, space, space, window=entity_window)
         converter = CameraConverter(info.name, tilemap) if tilemap else None
         images = (converter or CameraConverter(info.name, "tiles")) if grid else None
@@ -549,7 +562,11 @@ class ObservationSpec:
 
     @staticmethod
     def check_padded(
-        game: Union[str, Game], grid: bool, grid_entities: bool, grid_centre: str = "camera"
+        game: Union[str, Game],
+        grid: bool,
+        grid_entities: bool,
+        grid_centre: str = "camera",
+        grid_size: Optional[int] = None,
     ) -> Game:
         """The game, or a UsageError for ``padded`` options that cannot work together (what an
         adapter checks before procgen starts)."""
@@ -563,6 +580,10 @@ class ObservationSpec:
                              f"got {grid_centre!r}")  # fmt: skip
         if grid_centre != "camera" and not grid:
             raise UsageError(f"grid_centre={grid_centre!r} places the grid: it needs grid=True")
+        if grid_size is not None:
+            _check_grid_size(grid_size)
+            if not grid:
+                raise UsageError(f"grid_size={grid_size!r} sizes the grid: it needs grid=True")
         return info
 
     @staticmethod

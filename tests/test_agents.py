@@ -131,9 +131,9 @@ def test_the_trained_games_have_committed_checkpoints() -> None:
     """One per trained game, and coinrun's 15M flat MLP (the flat format) beside them."""
     names = [p.name for p in CHECKPOINTS]
     assert names == [
-        "bigfish", "bigfish-200", "bossfight", "chaser", "climber", "climber-200", "coinrun",
-        "coinrun-15m", "coinrun-200", "dodgeball", "fruitbot", "heist", "jumper", "leaper", "maze",
-        "miner", "ninja", "ninja-200", "plunder", "starpilot", "starpilot-200",
+        "bigfish", "bigfish-200", "bossfight", "caveflyer", "chaser", "climber", "climber-200",
+        "coinrun", "coinrun-15m", "coinrun-200", "dodgeball", "fruitbot", "heist", "jumper",
+        "leaper", "maze", "miner", "ninja", "ninja-200", "plunder", "starpilot", "starpilot-200",
     ]  # fmt: skip
 
 

@@ -6,6 +6,7 @@ example (examples/ppo_entities.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import io
 import subprocess
@@ -185,6 +186,25 @@ def test_sb3_ppo_no_grid_takes_the_recipes_image_away() -> None:
     assert "grid" not in obs and "Column" in obs
     with pytest.raises(SystemExit):
         _env_config(_parse_args(["climber", "--no-grid", "--grid-entities"]))
+
+
+def test_sb3_ppo_grid_size_sizes_the_recipes_image() -> None:
+    """sb3_ppo --grid-size: maze's recipe (the marked grid around the player) with a 29-cell
+    image, recorded in env.json's config; refused with no grid."""
+    pytest.importorskip("stable_baselines3")
+    from procgen_entities.agents.checkpoint import make_env
+    from procgen_entities.tools.sb3_ppo import _env_config, _parse_args
+
+    recipe = _env_config(_parse_args(["maze"]))
+    assert recipe.grid and recipe.grid_size is None
+    config = _env_config(_parse_args(["maze", "--grid-size", "29"]))
+    assert config == dataclasses.replace(recipe, grid_size=29)
+    env = make_env(config, 2, 0, flatten=False)
+    obs = env.reset(seed=0)[0]
+    env.close()
+    assert obs["grid"].shape == (2, 29, 29)
+    with pytest.raises(SystemExit):
+        _env_config(_parse_args(["maze", "--no-grid", "--grid-size", "29"]))
 
 
 def test_entity_gym_act_takes_a_numpy_action() -> None:

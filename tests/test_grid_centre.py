@@ -138,3 +138,96 @@ def test_the_native_builder_refuses_an_unknown_centre() -> None:
     for bad in (len(GRID_CENTRES), -1):  # past the C enum: the spec check, not a crash
         with pytest.raises(ProcgenEntitiesError):
             _collector.ObservationBuilder(dataclasses.replace(args, image_centre=bad))
+
+
+# ---- grid_size: the image's cells a side ----
+
+
+def test_a_wide_image_around_the_player_is_the_states_cells_and_the_whole_level() -> None:
+    # maze's world is 15 cells a side in easy mode (maze.cpp choose_world_dim): 29 cells around
+    # the player hold all of it from any cell, corners included
+    env = EntityVectorEnv("maze", N, grid=True, grid_entities=True, grid_centre="player",
+                          grid_size=29, distribution_mode="easy", seed=7,
+                          autoreset_mode="SameStep")  # fmt: skip
+    rng = np.random.default_rng(5)
+    try:
+        obs, _ = env.reset(seed=7)
+        assert obs["grid"].shape == (N, 29, 29)
+        assert env.single_observation_space["grid"].shape == (29, 29)
+        marks = list(env.grid_marks)
+        for _ in range(25):
+            for k, blob in enumerate(env.get_states()):
+                want = _expected(blob, "maze", 29, marks)
+                np.testing.assert_array_equal(obs["grid"][k], want)
+                state = State.from_bytes(blob, "maze")
+                # every cell of the level is in the image: the player's mark is the only one
+                # of its value, and the image holds as many in-level cells as the level has
+                assert (want == want.max()).sum() == 1
+                assert _in_level_cells(state, 29) == state.grid.size
+            obs, *_ = env.step(rng.integers(0, 15, size=N))
+    finally:
+        env.close()
+
+
+def _in_level_cells(state: State, size: int) -> int:
+    """How many of the level's cells a size x size square around the player's cell covers."""
+    height, width = state.grid.shape
+    x0 = int(np.floor(state.entities["x"][0])) - (size - 1) // 2
+    y0 = int(np.floor(state.entities["y"][0])) - (size - 1) // 2
+    cols = max(0, min(width, x0 + size) - max(0, x0))
+    rows = max(0, min(height, y0 + size) - max(0, y0))
+    return cols * rows
+
+
+@pytest.mark.parametrize("extra", [4, -4])
+def test_a_camera_image_of_another_size_is_the_camera_square_centred(extra: int) -> None:
+    kwargs: Dict[str, Any] = dict(grid=True, grid_entities=True, distribution_mode="easy", seed=3)
+    with EntityVectorEnv("maze", N, **kwargs) as camera:
+        a, _ = camera.reset(seed=3)
+        side = a["grid"].shape[-1]
+        with EntityVectorEnv("maze", N, grid_size=side + extra, **kwargs) as sized:
+            b, _ = sized.reset(seed=3)
+    assert b["grid"].shape == (N, side + extra, side + extra)
+    m = abs(extra) // 2
+    if extra > 0:  # padded with 0 (empty) on every side
+        np.testing.assert_array_equal(b["grid"][:, m:-m, m:-m], a["grid"])
+        inner = np.zeros(b["grid"].shape, dtype=bool)
+        inner[:, m:-m, m:-m] = True
+        assert not b["grid"][~inner].any()
+    else:  # cut evenly
+        np.testing.assert_array_equal(b["grid"], a["grid"][:, m:-m, m:-m])
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(grid=True, grid_size=0), r"grid_size must be in \[1, 256\]"),
+        (dict(grid=True, grid_size=257), r"grid_size must be in \[1, 256\]"),
+        (dict(grid=True, grid_size=-3), r"grid_size must be in \[1, 256\]"),
+        (dict(grid=True, grid_size="29"), "grid_size must be an int"),
+        (dict(grid=True, grid_size=29.0), "grid_size must be an int"),
+        (dict(grid=True, grid_size=True), "grid_size must be an int"),
+        (dict(grid=False, grid_size=29), "needs grid=True"),
+    ],
+)
+def test_bad_grid_sizes_are_refused_before_procgen(kwargs: Dict[str, Any], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        EntityVectorEnv("maze", 2, **kwargs)
+
+
+def test_env_json_records_the_size_only_where_set(tmp_path: Any) -> None:
+    plain = EnvConfig(game="maze", grid=True, grid_entities=True, grid_centre="player")
+    assert "grid_size" not in plain.record()  # committed checkpoints' env.json unchanged
+    wide = dataclasses.replace(plain, grid_size=29)
+    Checkpoint(env=wide).save(tmp_path)
+    loaded = Checkpoint.load(tmp_path)
+    assert loaded.env.grid_size == 29
+    assert loaded.env.record()["grid_size"] == 29
+
+
+@pytest.mark.parametrize("size, grid", [(0, True), (29.0, True), ("29", True), (29, False)])
+def test_a_recipe_refuses_a_bad_grid_size(size: Any, grid: bool) -> None:
+    from procgen_entities.games import Recipe
+
+    with pytest.raises(UsageError, match="grid_size"):
+        Recipe(grid=grid, grid_size=size)

@@ -122,6 +122,7 @@ class EnvConfig:
     grid_entities: bool = False  # the entities' cells marked in it (EntityVectorEnv)
     drop_features: Optional[list] = None  # entity features left out (EntityVectorEnv)
     grid_centre: str = "camera"  # where the class image is centred (EntityVectorEnv)
+    grid_size: Optional[int] = None  # its cells a side, None: the camera square's (EntityVectorEnv)
 
     def env_kwargs(self) -> Dict[str, Any]:
         kwargs = asdict(self)
@@ -129,13 +130,15 @@ class EnvConfig:
         return kwargs
 
     def record(self) -> Dict[str, Any]:
-        """What env.json's "env" holds: every field, but ``drop_features`` and ``grid_centre``
-        only where set (so the records of runs without them stay what they were)."""
+        """What env.json's "env" holds: every field, but ``drop_features``, ``grid_centre`` and
+        ``grid_size`` only where set (so the records of runs without them stay what they were)."""
         record = asdict(self)
         if record["drop_features"] is None:
             record.pop("drop_features")
         if record["grid_centre"] == "camera":
             record.pop("grid_centre")
+        if record["grid_size"] is None:
+            record.pop("grid_size")
         return record
 
 

@@ -52,6 +52,8 @@ def _policy_label(meta: Dict[str, Any]) -> str:
         policy += " + grid" + (" with entities" if env.get("grid_entities") else "")
         if env.get("grid_centre", "camera") != "camera":
             policy += f" around the {env['grid_centre']}"
+        if env.get("grid_size"):
+            policy += f", {env['grid_size']} cells a side"
     if meta.get("grid_cnn", "small") != "small":
         policy += f" ({meta['grid_cnn']} CNN)"
     if meta.get("separate_value"):

@@ -80,6 +80,9 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
     of the camera square, the player's cell the middle one (column (S - 1) // 2, row S // 2)
     wherever it is, cells outside the level as the game's out-of-bounds tile: an egocentric
     view for the games whose camera shows the whole level (maze, heist, miner, chaser, leaper).
+    ``grid_size`` (with ``grid``, 1 to ``observation.MAX_GRID_SIZE``): S, instead of the camera
+    square's cells at the start: the camera square centred in it (padded with 0 or cut evenly),
+    or the cells around the player (``2 * cells - 1`` shows the whole level from any cell).
     Actions: procgen's 15
     (``metadata["action_labels"]``). Other keywords go to the stepper / procgen
     (distribution_mode (procgen's default: hard), num_levels, start_level, num_threads, ...).
@@ -111,6 +114,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         grid_entities: bool = False,
         drop_features: Optional[Sequence[str]] = None,
         grid_centre: str = "camera",
+        grid_size: Optional[int] = None,
         engine: str = "auto",
         seed: Optional[int] = None,
         autoreset_mode: Union[AutoresetMode, str, None] = None,
@@ -118,7 +122,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         stats_key: str = "episode_stats",
         **options: Any,
     ) -> None:
-        _check_arguments(game, render_mode, grid, grid_entities, grid_centre)  # before procgen
+        _check_arguments(game, render_mode, grid, grid_entities, grid_centre, grid_size)
         self.stats_key = stats_key
         self._stepper = ProcgenStepper(game, num_envs, engine=engine, seed=seed, **options)
         self._stepper.owner = type(self).__name__  # the name its errors give
@@ -133,6 +137,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
             max_entities=max_entities, tilemap=tilemap, relative_positions=relative_positions,
             entity_window=entity_window, global_features=global_features, grid=grid,
             grid_entities=grid_entities, drop_features=drop_features, grid_centre=grid_centre,
+            grid_size=grid_size,
         )  # fmt: skip
         self._layout: PaddedObservation = self._spec.padded_layout
         self.grid_marks = self._spec.grid_marks
@@ -373,13 +378,18 @@ RENDER_MODES = ("rgb_array", None)
 
 
 def _check_arguments(
-    game: str, render_mode: Any, grid: bool, grid_entities: bool, grid_centre: str
+    game: str,
+    render_mode: Any,
+    grid: bool,
+    grid_entities: bool,
+    grid_centre: str,
+    grid_size: Optional[int],
 ) -> None:
-    """UsageError for EntityVectorEnv arguments that cannot work together."""
+    """UsageError for EntityVectorEnv arguments that cannot work together (before procgen)."""
     if render_mode not in RENDER_MODES:
         raise UsageError(f"render_mode must be 'rgb_array' (frames as arrays, from render()) "
                          f"or None, got {render_mode!r}: no window is drawn")  # fmt: skip
-    ObservationSpec.check_padded(game, grid, grid_entities, grid_centre)
+    ObservationSpec.check_padded(game, grid, grid_entities, grid_centre, grid_size)
 
 
 def _reset_options(options: Any) -> Mapping[str, Any]:

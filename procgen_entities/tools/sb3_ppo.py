@@ -209,6 +209,10 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                         help="the grid's centre: the camera square (what the pixels show) or "
                              "the same cells around the player (egocentric); default: the "
                              "recipe's")  # fmt: skip
+    parser.add_argument("--grid-size", type=int, metavar="CELLS",
+                        help="the grid's cells a side (default: the recipe's, else the camera "
+                             "square's); around the player, 2 * the level's - 1 shows all of "
+                             "it from any cell")  # fmt: skip
     parser.add_argument("--grid-cnn", choices=("small", "deep"), default="small",
                         help="the CNN over the grid (policy.GRID_CNNS)")  # fmt: skip
     parser.add_argument("--separate-value", action="store_true",
@@ -349,6 +353,9 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
     centre = args.grid_centre or (recipe.grid_centre if grid else "camera")
     if centre != "camera" and not grid:
         _fail(f"--grid-centre {centre} places the class image: it needs a grid")
+    size = args.grid_size or (recipe.grid_size if grid else None)
+    if size is not None and not grid:
+        _fail(f"--grid-size {size} sizes the class image: it needs a grid")
     tilemap = args.tilemap or info.training_tilemap
     if tilemap == "none":
         tilemap = None
@@ -358,7 +365,7 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
         global_features=globals_, max_entities=_caps(info, tilemap, args.cap) or None,
         grid=grid,
         grid_entities=not args.no_grid and (args.grid_entities or recipe.grid_entities),
-        drop_features=list(args.drop_feature) or None, grid_centre=centre,
+        drop_features=list(args.drop_feature) or None, grid_centre=centre, grid_size=size,
     )  # fmt: skip
 
 
