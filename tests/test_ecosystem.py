@@ -205,6 +205,8 @@ def test_sb3_ppo_grid_size_sizes_the_recipes_image() -> None:
     assert obs["grid"].shape == (2, 29, 29)
     with pytest.raises(SystemExit):
         _env_config(_parse_args(["maze", "--no-grid", "--grid-size", "29"]))
+    with pytest.raises(SystemExit):
+        _env_config(_parse_args(["maze", "--grid-size", "0"]))
 
 
 def test_entity_gym_act_takes_a_numpy_action() -> None:

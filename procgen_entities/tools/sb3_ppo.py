@@ -353,7 +353,10 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
     centre = args.grid_centre or (recipe.grid_centre if grid else "camera")
     if centre != "camera" and not grid:
         _fail(f"--grid-centre {centre} places the class image: it needs a grid")
-    size = args.grid_size or (recipe.grid_size if grid else None)
+    # 0 is not "unset": it is refused, not replaced by the recipe's size
+    size = args.grid_size if args.grid_size is not None else (recipe.grid_size if grid else None)
+    if size is not None and size < 1:
+        _fail(f"--grid-size must be >= 1 cells, got {size}")
     if size is not None and not grid:
         _fail(f"--grid-size {size} sizes the class image: it needs a grid")
     tilemap = args.tilemap or info.training_tilemap
