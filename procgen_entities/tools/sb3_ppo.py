@@ -198,6 +198,28 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                         help="hidden layer sizes (mlp: 256,256; attention: 256)")  # fmt: skip
     parser.add_argument("--policy", choices=("mlp", "attention"), default="mlp",
                         help="flat MLP, or attention over the entity slots")  # fmt: skip
+    _grid_args(parser)
+    parser.add_argument("--d-model", type=int, default=32, help="attention: token width")
+    parser.add_argument("--layers", type=int, default=0, help="attention: self-attention layers")
+    parser.add_argument("--ppo", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a PPO setting (n_epochs=10, gamma=0.99, ...)")  # fmt: skip
+    parser.add_argument("--eval-episodes", type=int, default=0,
+                        help="evaluate the final checkpoint on N levels (0: do not)")  # fmt: skip
+    parser.add_argument("--eval-baselines", choices=("all", "none"), default="all")
+    parser.add_argument(
+        "--train-threads",
+        type=int,
+        default=0,
+        help="torch threads for the gradient steps (default: the usable CPUs)",
+    )
+    _learner_args(parser)
+    _level_args(parser)
+    parser.add_argument("--smoke", action="store_true", help="2 tiny updates, 16 eval episodes")
+    return parser.parse_args(argv)
+
+
+def _grid_args(parser: argparse.ArgumentParser) -> None:
+    """The tile-class image beside the entities, and the CNN that reads it."""
     parser.add_argument(
         "--grid",
         action="store_true",
@@ -218,23 +240,6 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--separate-value", action="store_true",
                         help="the value head reads its own features extractor (its own grid "
                              "CNN), not the policy's: DAAC's decoupling")  # fmt: skip
-    parser.add_argument("--d-model", type=int, default=32, help="attention: token width")
-    parser.add_argument("--layers", type=int, default=0, help="attention: self-attention layers")
-    parser.add_argument("--ppo", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a PPO setting (n_epochs=10, gamma=0.99, ...)")  # fmt: skip
-    parser.add_argument("--eval-episodes", type=int, default=0,
-                        help="evaluate the final checkpoint on N levels (0: do not)")  # fmt: skip
-    parser.add_argument("--eval-baselines", choices=("all", "none"), default="all")
-    parser.add_argument(
-        "--train-threads",
-        type=int,
-        default=0,
-        help="torch threads for the gradient steps (default: the usable CPUs)",
-    )
-    _learner_args(parser)
-    _level_args(parser)
-    parser.add_argument("--smoke", action="store_true", help="2 tiny updates, 16 eval episodes")
-    return parser.parse_args(argv)
 
 
 def _observation_args(parser: argparse.ArgumentParser) -> None:
