@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Build the extensions with AddressSanitizer + UndefinedBehaviorSanitizer into a separate
-# folder and run the parser, fuzz, tilemap, vec env, engine, restore, Gymnasium, state writer and
-# concurrency (threads, fork, mutated buffers) tests against that build (not the 10,200-blob
-# restore fuzz, slow under ASan, nor the SB3 test: its subprocess loads procgen with
-# RTLD_DEEPBIND, which the ASan runtime refuses; the concurrency tests' children load it as
-# conftest.py does).
+# folder and run the parser, fuzz, tilemap, vec env, engine, restore, Gymnasium, state writer,
+# grid boxes and concurrency (threads, fork, mutated buffers) tests against that build (not
+# the 10,200-blob restore fuzz, slow under ASan, nor the SB3 test: its subprocess loads procgen
+# with RTLD_DEEPBIND, which the ASan runtime refuses; the concurrency tests' children load it
+# as conftest.py does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${1:-.venv}
@@ -29,4 +29,5 @@ sys.exit(0 if procgen_entities.__file__.startswith('$OUT') else
     tests/test_tilemap.py tests/test_vec_env.py tests/test_engine.py tests/test_layers.py \
     tests/test_restore.py tests/test_gymnasium.py tests/test_features.py tests/test_concurrency.py \
     tests/test_state_writer.py tests/test_level_text.py tests/test_observation.py tests/test_episodes.py \
+    tests/test_grid_boxes.py \
     -k "not never_crash_procgen and not stable_baselines3_trains"

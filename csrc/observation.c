@@ -282,14 +282,36 @@ static void gather(const pe_obs_builder *b, reader *r, float *rows, int64_t *cou
     }
 }
 
+/* The cells [*from, *to] of the span [lo, hi] that lie in [a, b] (0: none). Clipped as doubles
+ * first, so a huge box (a hostile rx) costs no more than the image it covers. */
+static int cell_span(double lo, double hi, double a, double b, int64_t *from, int64_t *to) {
+    lo = fmax(lo, a);
+    hi = fmin(hi, b);
+    if (!(lo <= hi)) return 0;
+    *from = (int64_t)lo;
+    *to = (int64_t)hi;
+    return 1;
+}
+
+/* An entity's half extent along one axis for its box mark: rx or ry where finite and
+ * positive, else 0 (the cell of its position alone). */
+static double half_extent(const reader *r, const uint8_t *record, int field) {
+    double h = field_value(r, record, field);
+    return (isfinite(h) && h > 0) ? h : 0;
+}
+
 /* The marked slots' entities drawn into the class image of `crop` (placed as tm_class_image
- * places it): the cell holding the entity's (x, y), its slot's mark where that is larger than
- * what the cell holds, so the order of the records does not matter. */
+ * places it): the cell holding the entity's (x, y), or with image_boxes every cell its box
+ * overlaps (the open span (x - rx, x + rx), at least x's cell), its slot's mark where that is
+ * larger than what the cell holds, so the order of the records does not matter. */
 static void mark_entities(const pe_obs_builder *b, const reader *r, const int32_t *crop,
                           uint8_t *img) {
     const pe_obs_spec *s = &b->spec;
     const int64_t size = s->image_size;
     const int64_t ox = (size - crop[2]) / 2, oy = (size - crop[3]) / 2;
+    /* the crop's cells that land in the image (as tm_class_image places the crop) */
+    const double xa = fmax(0, (double)-ox), xb = fmin(crop[2] - 1, (double)(size - 1 - ox));
+    const double ya = fmax(0, (double)-oy), yb = fmin(crop[3] - 1, (double)(size - 1 - oy));
     uint8_t enabled[PE_MAX_SLOTS];
     square sq;
     slot_filter(b, r, enabled, &sq);
@@ -297,15 +319,22 @@ static void mark_entities(const pe_obs_builder *b, const reader *r, const int32_
         const uint8_t *record = r->records[e];
         int32_t slot = slot_of(b, r, record, enabled, &sq);
         if (slot < 0 || s->image_marks[slot] == 0) continue;
-        double x = floor(field_value(r, record, PE_F_X));
-        double y = floor(field_value(r, record, PE_F_Y));
+        /* in the crop, as tm_class_image reads it (in double: exact, as floor(x) - crop was) */
+        double x = (double)field_value(r, record, PE_F_X) - crop[0];
+        double y = (double)field_value(r, record, PE_F_Y) - crop[1];
         if (!isfinite(x) || !isfinite(y)) continue;  /* a NaN position has no cell */
-        double cx = x - crop[0], cy = y - crop[1];  /* in the crop, as tm_class_image reads it */
-        if (cx < 0 || cx >= crop[2] || cy < 0 || cy >= crop[3]) continue;
-        int64_t c = (int64_t)cx + ox, row = size - 1 - oy - (int64_t)cy;
-        if (c < 0 || c >= size || row < 0 || row >= size) continue;
-        uint8_t *cell = img + row * size + c;
-        if (*cell < s->image_marks[slot]) *cell = s->image_marks[slot];
+        double rx = s->image_boxes ? half_extent(r, record, PE_F_RX) : 0;
+        double ry = s->image_boxes ? half_extent(r, record, PE_F_RY) : 0;
+        double x0 = floor(x - rx), y0 = floor(y - ry);
+        int64_t c0, c1, y_0, y_1;
+        if (!cell_span(x0, fmax(ceil(x + rx) - 1, x0), xa, xb, &c0, &c1) ||
+            !cell_span(y0, fmax(ceil(y + ry) - 1, y0), ya, yb, &y_0, &y_1))
+            continue;
+        for (int64_t cy = y_0; cy <= y_1; cy++) {
+            uint8_t *line = img + (size - 1 - oy - cy) * size + ox;
+            for (int64_t cx = c0; cx <= c1; cx++)
+                if (line[cx] < s->image_marks[slot]) line[cx] = s->image_marks[slot];
+        }
     }
 }
 

@@ -97,6 +97,8 @@ typedef struct {
     const uint8_t *image_marks;    /* per slot: the value its entities' cells take in the image
                                     * over the tiles, the largest where several meet; 0: not
                                     * drawn (NULL: entities are not drawn) */
+    int32_t image_boxes;           /* 1: a marked entity covers every cell its box (x +- rx,
+                                    * y +- ry) overlaps; 0: the cell of its (x, y) */
     int32_t n_types;               /* n_slots + tile types */
     pe_obs_type types[PE_OBS_MAX_TYPES];
     int32_t player_type, player_cx, player_cy;  /* -1 when no type ranks from the player */

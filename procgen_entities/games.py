@@ -133,6 +133,8 @@ class Recipe:
     grid_centre: str = "camera"
     #: that image's cells a side (EntityVectorEnv grid_size); None: the camera square's
     grid_size: Optional[int] = None
+    #: the marks cover the entities' boxes, not their cells (EntityVectorEnv grid_boxes)
+    grid_boxes: bool = False
     gamma: float = 0.99
     #: the learning rate falls linearly to 0 at the run's last step (sb3_ppo --anneal-lr)
     anneal_lr: bool = False
@@ -147,6 +149,8 @@ class Recipe:
             raise UsageError(f"recipe trainer must be sb3 or enn, not {self.trainer!r}")
         if self.grid_entities and not self.grid:
             raise UsageError("grid_entities needs grid")
+        if self.grid_boxes and not self.grid_entities:
+            raise UsageError("grid_boxes needs grid_entities")
         if self.grid_centre not in ("camera", "player") or (
             self.grid_centre != "camera" and not self.grid
         ):

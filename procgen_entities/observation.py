@@ -47,6 +47,7 @@ from procgen_entities.games import Game, default_caps, get_game
 from procgen_entities.parse import game_spec
 from procgen_entities.tilemap import (
     DEFAULT_CHUNK,
+    EMPTY_IMAGE_TABLE,
     CameraConverter,
     TileTable,
     tile_class_names,
@@ -216,7 +217,8 @@ class BuilderArgs:
     slots, then the tilemap types; ``global_ops``: [G, 3] (op, a, b); ``tiles``/``image``: the
     tilemap types' and the class image's tile tables (None: none); ``image_centre``:
     pe_image_centre (``_collector.IMAGE_CENTRES``); ``marks``: with an image,
-    per slot the value its entities' cells take (0: not drawn), or None; ``ragged``: None
+    per slot the value its entities' cells take (0: not drawn), or None; ``image_boxes``: the
+    marks cover each entity's box (x ± rx, y ± ry), not its cell; ``ragged``: None
     (padded), or per output type None (not returned) or the columns of its rows to return."""
 
     game: GameSpec
@@ -235,6 +237,7 @@ class BuilderArgs:
     image_size: int = 0
     image_centre: int = 0
     marks: Optional[Bytes] = None
+    image_boxes: bool = False
     ragged: Optional[Tuple[Optional[Int32s], ...]] = None
 
 
@@ -483,11 +486,19 @@ class ObservationSpec:
         grid_entities: bool = False,
         grid_centre: str = "camera",
         tile_columns: Optional[Mapping[str, Int32s]] = None,
+        grid_boxes: bool = False,
     ) -> None:
         """Use ``padded`` or ``ragged``; ``tile_columns`` (ragged): per requested tilemap type,
         the columns of ``space``'s features it returns."""
         self.game, self.space, self.plan, self.n = game, space, plan, _count("n", n)
         self.layout, self.tiles, self.images = layout, tiles, images
+        #: the class image's tile table: the game's, or for an entity-only game's grid of marks
+        #: an all-empty one (None: no image)
+        self.image_table: Optional[TileTable] = (
+            images.native_image_spec if images is not None
+            else EMPTY_IMAGE_TABLE if layout is not None and layout.grid_size else None
+        )  # fmt: skip
+        self.grid_boxes = grid_boxes
         self.distance_columns = {
             name: _distance_columns(list(e.features)) for name, e in space.entities.items()
         }
@@ -534,11 +545,12 @@ class ObservationSpec:
         drop_features: Optional[Sequence[str]] = None,
         grid_centre: str = "camera",
         grid_size: Optional[int] = None,
+        grid_boxes: bool = False,
     ) -> "ObservationSpec":
         """EntityVectorEnv's observation (its docstring says what each option does).
         ``window``: the camera square's cells at the start (``window_of``), which sizes the
         tilemap types' caps and (``grid_size`` None) the class image."""
-        info = cls.check_padded(game, grid, grid_entities, grid_centre, grid_size)
+        info = cls.check_padded(game, grid, grid_entities, grid_centre, grid_size, grid_boxes)
         window = _integer("window", window)
         if window < 1:
             raise UsageError(f"window must be >= 1 cells, got {window}")
@@ -556,9 +568,11 @@ class ObservationSpec:
         layout = PaddedObservation(space, caps, _count("n", n), image, dropped)
         plan = EntityPlan(info, space, space, window=entity_window)
         converter = CameraConverter(info.name, tilemap) if tilemap else None
-        images = (converter or CameraConverter(info.name, "tiles")) if grid else None
+        tiled = grid and info.has_tilemap  # an entity-only game's grid is its marks alone
+        images = (converter or CameraConverter(info.name, "tiles")) if tiled else None
         return cls(info, space, plan, n, layout=layout, tiles=converter, images=images,
-                   grid_entities=grid_entities, grid_centre=grid_centre)  # fmt: skip
+                   grid_entities=grid_entities, grid_centre=grid_centre,
+                   grid_boxes=grid_boxes)  # fmt: skip
 
     @staticmethod
     def check_padded(
@@ -567,14 +581,21 @@ class ObservationSpec:
         grid_entities: bool,
         grid_centre: str = "camera",
         grid_size: Optional[int] = None,
+        grid_boxes: bool = False,
     ) -> Game:
         """The game, or a UsageError for ``padded`` options that cannot work together (what an
         adapter checks before procgen starts)."""
         info = get_game(game) if isinstance(game, str) else game
-        if grid and not info.has_tilemap:
-            raise UsageError(f"grid=True: {info.name} has no tiles (an entity-only game)")
+        if not isinstance(grid_boxes, (bool, np.bool_)):
+            raise UsageError(f"grid_boxes must be True or False, got {grid_boxes!r}")
+        if grid and not info.has_tilemap and not grid_entities:
+            raise UsageError(f"grid=True: {info.name} has no tiles (an entity-only game): its "
+                             "grid is the entities' marks, grid_entities=True")  # fmt: skip
         if grid_entities and not grid:
             raise UsageError("grid_entities=True draws entities into the grid: it needs grid=True")
+        if grid_boxes and not grid_entities:
+            raise UsageError("grid_boxes=True draws the entities' boxes: it needs "
+                             "grid_entities=True")  # fmt: skip
         if not isinstance(grid_centre, str) or grid_centre not in GRID_CENTRES:
             raise UsageError(f"grid_centre must be one of {sorted(GRID_CENTRES)}, "
                              f"got {grid_centre!r}")  # fmt: skip
@@ -631,7 +652,7 @@ class ObservationSpec:
 
     def builder_args(self) -> BuilderArgs:
         """The builder's construction arguments (csrc/observation.h pe_obs_spec)."""
-        plan, game, tiles, images = self.plan, self.game, self.tiles, self.images
+        plan, game, tiles = self.plan, self.game, self.tiles
         types, player = self._padded_types() if self.layout is not None else self._ragged_types()
         vectors = list(game.trailer_vectors)
         return BuilderArgs(
@@ -647,10 +668,11 @@ class ObservationSpec:
             tiles=tiles.native_spec if tiles is not None else None,
             tile_mode=tiles.mode if tiles is not None else 0,
             chunk=tiles.chunk if tiles is not None else 0,
-            image=images.native_image_spec if images is not None else None,
+            image=self.image_table,
             image_size=self.layout.grid_size if self.layout is not None else 0,
             image_centre=GRID_CENTRES[self.grid_centre],
             marks=self.mark_values() if self.grid_marks else None,
+            image_boxes=self.grid_boxes,
             ragged=self._ragged_columns() if self.layout is None else None,
         )
 
@@ -698,16 +720,21 @@ class ObservationSpec:
         types = [name for name in self.plan.entity_types if name != "Player"]
         return tuple(types + ["Player"] * ("Player" in self.plan.entity_types))
 
+    @property
+    def tile_classes(self) -> int:
+        """The class image's tile classes (0 for an entity-only game: its image is marks)."""
+        return len(tile_class_names(self.game.name)) if self.game.has_tilemap else 0
+
     def mark_values(self) -> Bytes:
         """Per plan slot, the value its entities' cells take in the grid (0: not drawn)."""
-        base = len(tile_class_names(self.game.name)) + 1
+        base = self.tile_classes + 1
         return np.array([base + self.grid_marks.index(name) if name in self.grid_marks else 0
                          for name in self.plan.entity_types], dtype=np.uint8)  # fmt: skip
 
     @property
     def grid_classes(self) -> int:
         """The class image's largest value: its tile classes and its entity marks."""
-        return len(tile_class_names(self.game.name)) + len(self.grid_marks)
+        return self.tile_classes + len(self.grid_marks)
 
     # ---- outputs ----
 

@@ -84,29 +84,37 @@ def _mode_bits(codes: Any) -> npt.NDArray[np.int64]:
     return np.array([by_code.get(int(c), other) for c in np.asarray(codes)], dtype=np.int64)
 
 
-def gather_entities(
-    plan: EntityPlan, batch: StateBatch, values: StepValues
-) -> Tuple[List[Rows], Counts]:
-    """Every slot's entities of every state: float32 rows (state after state, each state's in
-    its record order, derived features filled) and int64 [slots, n] counts."""
+def _slot_records(plan: EntityPlan, batch: StateBatch) -> List[npt.NDArray[np.intp]]:
+    """Per slot, the batch's entity records it gathers, in state and record order."""
     game = plan.game
-    n = len(batch)
-    env_of = np.repeat(np.arange(n), batch.entity_counts)
-    player = batch.entity_offsets[:-1][env_of]  # each row's state's first record
+    env_of = np.repeat(np.arange(len(batch)), batch.entity_counts)
     types = batch.field("type").astype(np.int64)
     shown = batch_in_view(batch)
     mode_bits = _mode_bits(batch.scalars["distribution_mode"])
     type_ids = {name: tid for tid, name in game.entity_types.items()}
     trailer = list(game.trailer_scalars)
-    rows: List[Rows] = []
-    counts = np.zeros((len(plan.entity_types), n), dtype=np.int64)
+    records = []
     for s, name in enumerate(plan.entity_types):
         keep = types == type_ids[name]
         if plan.windowed[s]:  # cropped in the modes of its mask: each state's own mode
             keep &= shown | ((mode_bits[env_of] & int(plan.windowed[s])) == 0)
         if plan.condition[s] >= 0:
             keep &= (np.asarray(batch.extras[trailer[plan.condition[s]]]) != 0)[env_of]
-        at = np.flatnonzero(keep)
+        records.append(np.flatnonzero(keep))
+    return records
+
+
+def gather_entities(
+    plan: EntityPlan, batch: StateBatch, values: StepValues
+) -> Tuple[List[Rows], Counts]:
+    """Every slot's entities of every state: float32 rows (state after state, each state's in
+    its record order, derived features filled) and int64 [slots, n] counts."""
+    n = len(batch)
+    env_of = np.repeat(np.arange(n), batch.entity_counts)
+    player = batch.entity_offsets[:-1][env_of]  # each row's state's first record
+    rows: List[Rows] = []
+    counts = np.zeros((len(plan.entity_types), n), dtype=np.int64)
+    for s, at in enumerate(_slot_records(plan, batch)):
         codes = plan.codes[plan.feature_start[s] : plan.feature_start[s + 1]]
         slot_rows = np.empty((len(at), len(codes)), dtype=np.float32)
         for column, code in enumerate(codes):
@@ -237,9 +245,11 @@ def padded_observation(env: Any, batch: StateBatch) -> Tuple[Any, Counts]:
         for name in spec.tiles.names:
             nearest = _nearest(spec, name, out)
             dropped += pad(layout.caps, name, tiles[name], tile_counts[name], out, nearest)
-    if spec.images is not None:
+    if spec.image_table is not None:
         crops = _class_image(spec, batch, out[GRID_KEY])
-        if spec.grid_marks:
+        if spec.grid_marks and spec.grid_boxes:
+            _mark_boxes(spec, plan, batch, rows, counts, crops, out[GRID_KEY])
+        elif spec.grid_marks:
             _mark(spec, plan.entity_types, rows, counts, crops, out[GRID_KEY])
     out[GLOBAL_KEY][:] = global_features(spec.game, spec.space.global_features, values)
     out = layout.select(out)
@@ -267,10 +277,14 @@ def _nearest(
 def _class_image(
     spec: ObservationSpec, batch: StateBatch, out: npt.NDArray[np.uint8]
 ) -> npt.NDArray[Any]:
-    """The camera windows' class images into ``out``; returns the windows' crops [n, 4]."""
+    """The camera windows' class images into ``out`` (an entity-only game's: empty, for its
+    marks); returns the windows' crops [n, 4]."""
     assert batch.grid is not None, "the class image needs the states' grids"
     camera = _camera(batch)
-    out[:] = tilemap_images(batch.grid, spec.game.name, windows=camera, size=out.shape[1])
+    if spec.images is None:
+        out[:] = 0
+    else:
+        out[:] = tilemap_images(batch.grid, spec.game.name, windows=camera, size=out.shape[1])
     crops = np.empty((len(batch), 4), dtype=np.int64)
     camera_crops(camera[:, 0], camera[:, 1], camera[:, 2], crops, np.empty((len(batch), 2)))
     return crops
@@ -300,3 +314,39 @@ def _mark(
         inside &= (col >= 0) & (col < size) & (row >= 0) & (row < size)
         at = (state[inside], row[inside].astype(np.int64), col[inside].astype(np.int64))
         np.maximum.at(out, at, np.uint8(value))
+
+
+def _mark_boxes(
+    spec: ObservationSpec,
+    plan: EntityPlan,
+    batch: StateBatch,
+    rows: List[Rows],
+    counts: Counts,
+    crops: npt.NDArray[Any],
+    out: npt.NDArray[np.uint8],
+) -> None:
+    """``_mark`` with ``grid_boxes``: every cell of each marked entity's open span x ± rx,
+    y ± ry (rx, ry from the raw fields, 0 where not finite and positive; at least the
+    position's cell), one entity at a time, the crop's cells inside the image as the class
+    image places the crop, the largest value where several meet."""
+    size = out.shape[1]
+    half = np.stack([batch.field("rx"), batch.field("ry")], axis=1).astype(np.float64)
+    half = np.where(np.isfinite(half) & (half > 0), half, 0.0)
+    records = _slot_records(plan, batch)
+    for s, value in enumerate(spec.mark_values()):
+        if not value:
+            continue
+        features = list(spec.space.entities[plan.entity_types[s]].features)
+        xy = rows[s][:, [features.index("x"), features.index("y")]].astype(np.float64)
+        for k, r in enumerate(np.repeat(np.arange(len(out)), counts[s])):
+            ox, oy = (size - crops[r, 2]) // 2, (size - crops[r, 3]) // 2
+            x, y = xy[k, 0] - crops[r, 0], xy[k, 1] - crops[r, 1]
+            if not (np.isfinite(x) and np.isfinite(y)):
+                continue
+            hx, hy = half[records[s][k]]
+            x0, y0 = np.floor(x - hx), np.floor(y - hy)
+            x1, y1 = max(np.ceil(x + hx) - 1, x0), max(np.ceil(y + hy) - 1, y0)
+            cols = np.arange(max(x0, 0, -ox), min(x1, crops[r, 2] - 1, size - 1 - ox) + 1)
+            lines = np.arange(max(y0, 0, -oy), min(y1, crops[r, 3] - 1, size - 1 - oy) + 1)
+            at = (size - 1 - oy - lines.astype(np.int64))[:, None], cols.astype(np.int64) + ox
+            out[r][at] = np.maximum(out[r][at], np.uint8(value))

@@ -290,6 +290,12 @@ class TileTable:
     top_class: int
 
 
+#: The class image table of an entity-only game's grid (procgen's grid there is all empty
+#: space): every tile empty and no class outside the grid, so the image holds only the entity
+#: marks (ObservationSpec ``grid_entities``). One placeholder class, as tm_spec needs one.
+EMPTY_IMAGE_TABLE = TileTable(b"\xff" * _LUT_SIZE, 1, -1, -1, -1)
+
+
 def _crops(
     windows: Optional[Union[npt.NDArray[Any], Sequence[WindowLike]]],
     n: int,

@@ -209,6 +209,24 @@ def test_sb3_ppo_grid_size_sizes_the_recipes_image() -> None:
         _env_config(_parse_args(["maze", "--grid-size", "0"]))
 
 
+def test_sb3_ppo_grid_boxes_marks_the_entity_only_games_boxes() -> None:
+    """sb3_ppo --grid-boxes: the grid of marks (boxes) for dodgeball, an entity-only game,
+    recorded in env.json's config; refused with --no-grid."""
+    pytest.importorskip("stable_baselines3")
+    from procgen_entities.agents.checkpoint import make_env
+    from procgen_entities.tools.sb3_ppo import _env_config, _parse_args
+
+    config = _env_config(_parse_args(["dodgeball", "--recipe", "none", "--grid-boxes"]))
+    assert config.grid and config.grid_entities and config.grid_boxes
+    assert config.record()["grid_boxes"] is True
+    env = make_env(config, 2, 0, flatten=False)
+    obs = env.reset(seed=0)[0]
+    env.close()
+    assert obs["grid"].shape == (2, 20, 20) and obs["grid"].max() > 0
+    with pytest.raises(SystemExit):
+        _env_config(_parse_args(["dodgeball", "--no-grid", "--grid-boxes"]))
+
+
 def test_entity_gym_act_takes_a_numpy_action() -> None:
     pytest.importorskip("entity_gym")
     from ragged_buffer import RaggedBufferI64

@@ -196,6 +196,8 @@ def test_builds_of_one_kind_refuse_the_other() -> None:
         ({"global_features": ["no_such_global"]}, "unknown global features"),
         ({"grid": True}, "has no tiles"),
         ({"game": "coinrun", "grid_entities": True}, "needs grid=True"),
+        ({"game": "coinrun", "grid": True, "grid_boxes": True}, "needs grid_entities=True"),
+        ({"grid": True, "grid_entities": True, "grid_boxes": 1}, "grid_boxes must be True"),
         ({"game": "coinrun", "tilemap": "mosaic"}, "mosaic"),
         ({"game": "nosuchgame"}, "nosuchgame"),
     ],

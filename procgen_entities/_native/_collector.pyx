@@ -565,6 +565,7 @@ cdef class ObservationBuilder:
             self.spec.image_centre = args.image_centre
             self.image_size = args.image_size
         self.spec.image_marks = &mark_values[0] if args.marks is not None and n_slots else NULL
+        self.spec.image_boxes = 1 if args.marks is not None and args.image_boxes else 0
         return 0
 
     cdef int _set_types(self, tuple types, player, const int32_t[:, ::1] global_ops,

@@ -58,6 +58,7 @@ cdef extern from "observation.h" nogil:
         int32_t image_size
         int32_t image_centre
         const uint8_t *image_marks
+        int32_t image_boxes
         int32_t n_types
         pe_obs_type types[PE_OBS_MAX_TYPES]
         int32_t player_type, player_cx, player_cy

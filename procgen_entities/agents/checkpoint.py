@@ -123,6 +123,7 @@ class EnvConfig:
     drop_features: Optional[list] = None  # entity features left out (EntityVectorEnv)
     grid_centre: str = "camera"  # where the class image is centred (EntityVectorEnv)
     grid_size: Optional[int] = None  # its cells a side, None: the camera square's (EntityVectorEnv)
+    grid_boxes: bool = False  # the marks cover the entities' boxes (EntityVectorEnv)
 
     def env_kwargs(self) -> Dict[str, Any]:
         kwargs = asdict(self)
@@ -130,8 +131,9 @@ class EnvConfig:
         return kwargs
 
     def record(self) -> Dict[str, Any]:
-        """What env.json's "env" holds: every field, but ``drop_features``, ``grid_centre`` and
-        ``grid_size`` only where set (so the records of runs without them stay what they were)."""
+        """What env.json's "env" holds: every field, but ``drop_features``, ``grid_centre``,
+        ``grid_size`` and ``grid_boxes`` only where set (so the records of runs without them
+        stay what they were)."""
         record = asdict(self)
         if record["drop_features"] is None:
             record.pop("drop_features")
@@ -139,6 +141,8 @@ class EnvConfig:
             record.pop("grid_centre")
         if record["grid_size"] is None:
             record.pop("grid_size")
+        if not record["grid_boxes"]:
+            record.pop("grid_boxes")
         return record
 
 

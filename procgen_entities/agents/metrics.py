@@ -49,7 +49,8 @@ def _policy_label(meta: Dict[str, Any]) -> str:
     policy = f", {meta['policy']}" if meta.get("policy") else ""
     env = meta.get("env_config") or {}
     if env.get("grid"):
-        policy += " + grid" + (" with entities" if env.get("grid_entities") else "")
+        marks = " with entity boxes" if env.get("grid_boxes") else " with entities"
+        policy += " + grid" + (marks if env.get("grid_entities") else "")
         if env.get("grid_centre", "camera") != "camera":
             policy += f" around the {env['grid_centre']}"
         if env.get("grid_size"):

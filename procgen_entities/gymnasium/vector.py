@@ -83,6 +83,10 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
     ``grid_size`` (with ``grid``, 1 to ``observation.MAX_GRID_SIZE``): S, instead of the camera
     square's cells at the start: the camera square centred in it (padded with 0 or cut evenly),
     or the cells around the player (``2 * cells - 1`` shows the whole level from any cell).
+    ``grid_boxes=True`` (with ``grid_entities``): each marked entity covers every cell its box
+    (x ± rx, y ± ry) overlaps, as the pixels draw it (dodgeball's walls, fruitbot's barriers),
+    not only its centre's cell. An entity-only game (dodgeball, bigfish, ...) takes ``grid``
+    with ``grid_entities``: an image of the marks alone (its grid has no tiles).
     Actions: procgen's 15
     (``metadata["action_labels"]``). Other keywords go to the stepper / procgen
     (distribution_mode (procgen's default: hard), num_levels, start_level, num_threads, ...).
@@ -115,6 +119,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         drop_features: Optional[Sequence[str]] = None,
         grid_centre: str = "camera",
         grid_size: Optional[int] = None,
+        grid_boxes: bool = False,
         engine: str = "auto",
         seed: Optional[int] = None,
         autoreset_mode: Union[AutoresetMode, str, None] = None,
@@ -122,7 +127,8 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         stats_key: str = "episode_stats",
         **options: Any,
     ) -> None:
-        _check_arguments(game, render_mode, grid, grid_entities, grid_centre, grid_size)
+        _check_arguments(game, render_mode, grid, grid_entities, grid_centre, grid_size,
+                         grid_boxes)  # fmt: skip
         self.stats_key = stats_key
         self._stepper = ProcgenStepper(game, num_envs, engine=engine, seed=seed, **options)
         self._stepper.owner = type(self).__name__  # the name its errors give
@@ -137,7 +143,7 @@ class EntityVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
             max_entities=max_entities, tilemap=tilemap, relative_positions=relative_positions,
             entity_window=entity_window, global_features=global_features, grid=grid,
             grid_entities=grid_entities, drop_features=drop_features, grid_centre=grid_centre,
-            grid_size=grid_size,
+            grid_size=grid_size, grid_boxes=grid_boxes,
         )  # fmt: skip
         self._layout: PaddedObservation = self._spec.padded_layout
         self.grid_marks = self._spec.grid_marks
@@ -384,12 +390,13 @@ def _check_arguments(
     grid_entities: bool,
     grid_centre: str,
     grid_size: Optional[int],
+    grid_boxes: bool = False,
 ) -> None:
     """UsageError for EntityVectorEnv arguments that cannot work together (before procgen)."""
     if render_mode not in RENDER_MODES:
         raise UsageError(f"render_mode must be 'rgb_array' (frames as arrays, from render()) "
                          f"or None, got {render_mode!r}: no window is drawn")  # fmt: skip
-    ObservationSpec.check_padded(game, grid, grid_entities, grid_centre, grid_size)
+    ObservationSpec.check_padded(game, grid, grid_entities, grid_centre, grid_size, grid_boxes)
 
 
 def _reset_options(options: Any) -> Mapping[str, Any]:

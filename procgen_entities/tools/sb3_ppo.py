@@ -227,6 +227,9 @@ def _grid_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--grid-entities", action="store_true",
                         help="--grid with the entities' cells marked in it")  # fmt: skip
+    parser.add_argument("--grid-boxes", action="store_true",
+                        help="--grid-entities with each entity's whole box marked (x ± rx, "
+                             "y ± ry: walls, barriers), not only its centre's cell")  # fmt: skip
     parser.add_argument("--grid-centre", choices=("camera", "player"),
                         help="the grid's centre: the camera square (what the pixels show) or "
                              "the same cells around the player (egocentric); default: the "
@@ -352,9 +355,12 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
         from procgen_entities.features import global_feature_names
 
         globals_ = ["has_support" if g == "on_ground" else g for g in global_feature_names(info)]
-    if args.no_grid and (args.grid or args.grid_entities):
-        _fail("--no-grid takes the class image away: not with --grid or --grid-entities")
-    grid = not args.no_grid and (args.grid or args.grid_entities or recipe.grid)
+    if args.no_grid and (args.grid or args.grid_entities or args.grid_boxes):
+        _fail("--no-grid takes the class image away: not with --grid, --grid-entities or "
+              "--grid-boxes")  # fmt: skip
+    boxes = not args.no_grid and (args.grid_boxes or recipe.grid_boxes)
+    marks = not args.no_grid and (args.grid_entities or boxes or recipe.grid_entities)
+    grid = not args.no_grid and (args.grid or marks or recipe.grid)
     centre = args.grid_centre or (recipe.grid_centre if grid else "camera")
     if centre != "camera" and not grid:
         _fail(f"--grid-centre {centre} places the class image: it needs a grid")
@@ -371,8 +377,7 @@ def _env_config(args: argparse.Namespace) -> EnvConfig:
         game=args.game, distribution_mode=args.mode, num_levels=args.num_levels,
         tilemap=tilemap, entity_window=not args.no_window,
         global_features=globals_, max_entities=_caps(info, tilemap, args.cap) or None,
-        grid=grid,
-        grid_entities=not args.no_grid and (args.grid_entities or recipe.grid_entities),
+        grid=grid, grid_entities=marks, grid_boxes=boxes,
         drop_features=list(args.drop_feature) or None, grid_centre=centre, grid_size=size,
     )  # fmt: skip
 
