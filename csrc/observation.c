@@ -331,9 +331,9 @@ static void mark_entities(const pe_obs_builder *b, const reader *r, const int32_
             !cell_span(y0, fmax(ceil(y + ry) - 1, y0), ya, yb, &y_0, &y_1))
             continue;
         for (int64_t cy = y_0; cy <= y_1; cy++) {
-            uint8_t *line = img + (size - 1 - oy - cy) * size + ox;
-            for (int64_t cx = c0; cx <= c1; cx++)
-                if (line[cx] < s->image_marks[slot]) line[cx] = s->image_marks[slot];
+            uint8_t *line = img + (size - 1 - oy - cy) * size;  /* in the image: cy in [ya, yb] */
+            for (int64_t c = c0 + ox; c <= c1 + ox; c++)
+                if (line[c] < s->image_marks[slot]) line[c] = s->image_marks[slot];
         }
     }
 }
