@@ -523,7 +523,10 @@ _GAME_LIST = [
         tiles={"Wall": (5,), "Orb": (1002,)},
         out_of_bounds_tile=5,
         global_features=("enemies_edible", "eat_time_left", "orbs_left"),
-        recipe=_PLAYER_GRID_RECIPE,
+        # 21 cells around the player (2 * easy's maze_dim 11 - 1, chaser.cpp:144) show the whole
+        # maze, every enemy and orb from any cell: 8.07 sampled against 5.98 with 11
+        # (docs/training.md, issue 36)
+        recipe=replace(_PLAYER_GRID_RECIPE, grid_size=21),
         # chaser.cpp:381-385: eating the last of total_orbs completes (+10, with that orb's 0.04
         # at 377 and up to all 5 large orbs at 124, 186), so orbs_collected < total_orbs <= 270:
         # a 19x19 maze opens at most the 280 cells off its 9x9 odd pillars (mazegen.cpp:138-152,
