@@ -189,20 +189,20 @@ def test_sb3_ppo_no_grid_takes_the_recipes_image_away() -> None:
 
 
 def test_sb3_ppo_grid_size_sizes_the_recipes_image() -> None:
-    """sb3_ppo --grid-size: maze's recipe (the marked grid around the player) with a 29-cell
-    image, recorded in env.json's config; refused with no grid."""
+    """sb3_ppo --grid-size: maze's recipe (the marked grid, 29 cells around the player) with
+    another size, recorded in env.json's config; refused with no grid."""
     pytest.importorskip("stable_baselines3")
     from procgen_entities.agents.checkpoint import make_env
     from procgen_entities.tools.sb3_ppo import _env_config, _parse_args
 
     recipe = _env_config(_parse_args(["maze"]))
-    assert recipe.grid and recipe.grid_size is None
-    config = _env_config(_parse_args(["maze", "--grid-size", "29"]))
-    assert config == dataclasses.replace(recipe, grid_size=29)
+    assert recipe.grid and recipe.grid_size == 29  # maze's Game.recipe
+    config = _env_config(_parse_args(["maze", "--grid-size", "21"]))
+    assert config == dataclasses.replace(recipe, grid_size=21)
     env = make_env(config, 2, 0, flatten=False)
     obs = env.reset(seed=0)[0]
     env.close()
-    assert obs["grid"].shape == (2, 29, 29)
+    assert obs["grid"].shape == (2, 21, 21)
     with pytest.raises(SystemExit):
         _env_config(_parse_args(["maze", "--no-grid", "--grid-size", "29"]))
     with pytest.raises(SystemExit):
